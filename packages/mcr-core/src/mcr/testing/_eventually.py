@@ -1,0 +1,45 @@
+"""Bounded polling: wait for a condition without bare sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["eventually"]
+
+
+async def eventually(
+    check: Callable[[], T | Awaitable[T]],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    message: str = "",
+) -> T:
+    """Call ``check`` until it returns a truthy value without raising ``AssertionError``.
+
+    ``check`` may be a plain function or a coroutine function. Returns the first truthy value.
+    When ``timeout`` seconds pass, raises ``AssertionError`` carrying ``message`` and the last
+    failure (or the last falsy value). Any exception other than ``AssertionError`` propagates at
+    once; cancellation propagates unchanged.
+    """
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            value = check()
+            if inspect.isawaitable(value):
+                value = await value
+            if value:
+                return value  # type: ignore[return-value]  # narrowed: check returned T, not Awaitable
+            last = value
+        except AssertionError as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            detail = f"last result: {last!r}"
+            raise AssertionError(f"{message or 'condition not met'} within {timeout}s ({detail})")
+        await asyncio.sleep(interval)
