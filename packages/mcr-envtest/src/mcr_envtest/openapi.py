@@ -1,19 +1,338 @@
-"""OpenAPI v3 documents served at ``/openapi/v3`` (first cut: index and per-kind PATCH paths)."""
+"""OpenAPI v3 documents served at ``/openapi/v3`` and ``/openapi/v3/<api|apis/g>/<v>``.
+
+kubectl needs them for ``create``/``apply`` with its default ``--validate=strict`` (it looks for a
+``patch`` operation carrying the object's ``x-kubernetes-group-version-kind`` and a
+``fieldValidation`` query parameter), for client-side ``apply`` (merge keys and patch strategies)
+and for ``explain`` (component schemas tagged with their GVK). Built-in schemas come from the
+``kubernetes`` client's models (:mod:`._schema`), custom resources' from their CRD's
+``openAPIV3Schema``.
+
+Documents are built on first request and cached per registry until the registry changes.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+import hashlib
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from . import _schema
+
+if TYPE_CHECKING:
+    from .resources import Registry, ResourceInfo
+
+__all__ = ["crd_version_schema", "group_version_document", "root_document"]
+
+_cache: weakref.WeakKeyDictionary[Any, dict[tuple[int, str, str], dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+_OBJECT_META = "V1ObjectMeta"
 
 
-def root_document(registry: Any) -> dict[str, Any]:
-    """Return the ``/openapi/v3`` index: one ``serverRelativeURL`` per served group-version."""
+def _gv_key(group: str, version: str) -> str:
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def _gv_hash(registry: Registry, group: str, version: str) -> str:
+    h = hashlib.sha512()
+    for info in sorted(registry.resources_for(group, version), key=lambda i: i.plural):
+        h.update(f"{info.plural}/{info.kind}/{info.namespaced}/{sorted(info.verbs)}".encode())
+        if info.crd is not None:
+            md = info.crd.get("metadata") or {}
+            h.update(f"{md.get('uid')}/{md.get('resourceVersion')}".encode())
+    return h.hexdigest()[:128].upper()
+
+
+def root_document(registry: Registry) -> dict[str, Any]:
+    """Return the ``/openapi/v3`` index: ``{"paths": {"api/v1": {"serverRelativeURL": ...}, ...}}``.
+
+    The ``hash`` query changes whenever a group-version's document would change, so clients that
+    cache documents by URL (kubectl does) see CRD changes at once.
+    """
     paths: dict[str, Any] = {}
-    for info in registry.all():
-        key = f"api/{info.version}" if not info.group else f"apis/{info.group}/{info.version}"
-        paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash=0"}
+    for group, versions in registry.groups():
+        for version in versions:
+            if not registry.resources_for(group, version):
+                continue
+            key = _gv_key(group, version)
+            paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={_gv_hash(registry, group, version)}"}
     return {"paths": paths}
 
 
-def group_version_document(registry: Any, group: str, version: str) -> dict[str, Any] | None:
-    """Return the OpenAPI v3 document of one group-version, or None when it is not served."""
+def group_version_document(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
+    """Return the OpenAPI v3 document of one group-version, or None when it serves nothing.
+
+    The returned dict is shared by later calls (until the registry changes): callers must not
+    mutate it.
+    """
+    per_registry = _cache.setdefault(registry, {})
+    key = (registry.generation, group, version)
+    doc = per_registry.get(key)
+    if doc is None:
+        infos = registry.resources_for(group, version)
+        if not infos:
+            return None
+        doc = _build(registry, group, version, infos)
+        for stale in [k for k in per_registry if k[0] != registry.generation]:
+            del per_registry[stale]
+        per_registry[key] = doc
+    return doc
+
+
+def crd_version_schema(crd: dict[str, Any], version: str) -> dict[str, Any] | None:
+    """Return the ``openAPIV3Schema`` of one version of a CRD, or None when it declares none."""
+    spec = crd.get("spec") or {}
+    for v in spec.get("versions") or []:
+        if v.get("name") == version:
+            schema = (v.get("schema") or {}).get("openAPIV3Schema")
+            if isinstance(schema, dict):
+                return schema
+            top = (spec.get("validation") or {}).get("openAPIV3Schema")
+            return top if isinstance(top, dict) else None
     return None
+
+
+def _crd_definition_name(info: ResourceInfo, kind: str) -> str:
+    rev = ".".join(reversed(info.group.split("."))) if info.group else "core"
+    return f"{rev}.{info.version}.{kind}"
+
+
+def _gvk_ext(info: ResourceInfo, kind: str) -> list[dict[str, str]]:
+    return [{"group": info.group, "version": info.version, "kind": kind}]
+
+
+def _build(registry: Registry, group: str, version: str, infos: list[ResourceInfo]) -> dict[str, Any]:
+    schemas: dict[str, Any] = {}
+    paths: dict[str, Any] = {}
+    for info in sorted(infos, key=lambda i: i.plural):
+        if info.crd is None and info.model is not None and _schema.model_class(info.model) is not None:
+            closure = _schema.model_closure(info.model)
+            for name, sch in closure.items():
+                schemas.setdefault(name, sch)
+            kind_def = _schema.definition_name(info.model)
+            schemas[kind_def] = {
+                **schemas[kind_def],
+                "x-kubernetes-group-version-kind": _gvk_ext(info, info.kind),
+            }
+            list_model = info.model + "List"
+            if _schema.model_class(list_model) is not None:
+                list_def = _schema.definition_name(list_model)
+                for name, sch in _schema.model_closure(list_model).items():
+                    schemas.setdefault(name, sch)
+                schemas[list_def] = {
+                    **schemas[list_def],
+                    "x-kubernetes-group-version-kind": _gvk_ext(info, info.list_kind or info.kind + "List"),
+                }
+            else:
+                list_def = kind_def
+        else:
+            kind_def, list_def = _custom_schemas(info, schemas)
+        paths.update(_paths(info, kind_def, list_def))
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.37.0"},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
+
+
+def _custom_schemas(info: ResourceInfo, schemas: dict[str, Any]) -> tuple[str, str]:
+    for name, sch in _schema.model_closure(_OBJECT_META).items():
+        schemas.setdefault(name, sch)
+    for name, sch in _schema.model_closure("V1ListMeta").items():
+        schemas.setdefault(name, sch)
+    declared = crd_version_schema(info.crd or {}, info.version)
+    schema = (
+        copy.deepcopy(declared)
+        if declared
+        else {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    )
+    schema.setdefault("type", "object")
+    props = schema.setdefault("properties", {})
+    props["apiVersion"] = {
+        "type": "string",
+        "description": "APIVersion defines the versioned schema of this object.",
+    }
+    props["kind"] = {
+        "type": "string",
+        "description": "Kind is a string value representing the REST resource.",
+    }
+    props["metadata"] = {
+        "allOf": [{"$ref": _schema.REF_PREFIX + _schema.definition_name(_OBJECT_META)}],
+        "description": "Standard object's metadata.",
+    }
+    schema["x-kubernetes-group-version-kind"] = _gvk_ext(info, info.kind)
+    kind_def = _crd_definition_name(info, info.kind)
+    schemas[kind_def] = schema
+    list_kind = info.list_kind or info.kind + "List"
+    list_def = _crd_definition_name(info, list_kind)
+    schemas[list_def] = {
+        "type": "object",
+        "description": f"{list_kind} is a list of {info.kind}",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "items": {"type": "array", "items": {"$ref": _schema.REF_PREFIX + kind_def}},
+            "metadata": {"allOf": [{"$ref": _schema.REF_PREFIX + _schema.definition_name("V1ListMeta")}]},
+        },
+        "x-kubernetes-group-version-kind": _gvk_ext(info, list_kind),
+    }
+    return kind_def, list_def
+
+
+def _param(name: str, description: str, *, where: str = "query", required: bool = False) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": where,
+        "description": description,
+        "required": required,
+        "schema": {"type": "string", "uniqueItems": True},
+    }
+
+
+_P_NAME = _param("name", "name of the resource", where="path", required=True)
+_P_NS = _param(
+    "namespace", "object name and auth scope, such as for teams and projects", where="path", required=True
+)
+_P_PRETTY = _param("pretty", "If 'true', then the output is pretty printed.")
+_P_DRY = _param("dryRun", "When present, indicates that modifications should not be persisted.")
+_P_MANAGER = _param(
+    "fieldManager", "fieldManager is a name associated with the actor or entity making these changes."
+)
+_P_VALIDATION = _param(
+    "fieldValidation",
+    "fieldValidation instructs the server on how to handle objects in the request containing unknown or "
+    "duplicate fields. Valid values are: Ignore, Warn, Strict.",
+)
+_P_FORCE = {
+    "name": "force",
+    "in": "query",
+    "description": 'Force is going to "force" Apply requests.',
+    "schema": {"type": "boolean", "uniqueItems": True},
+}
+_LIST_PARAMS = [
+    _param(n, n)
+    for n in (
+        "allowWatchBookmarks",
+        "continue",
+        "fieldSelector",
+        "labelSelector",
+        "limit",
+        "resourceVersion",
+        "resourceVersionMatch",
+        "sendInitialEvents",
+        "timeoutSeconds",
+        "watch",
+    )
+]
+
+
+def _response(ref: str, *codes: str) -> dict[str, Any]:
+    content = {"application/json": {"schema": {"$ref": _schema.REF_PREFIX + ref}}}
+    return {code: {"description": "OK" if code == "200" else "Created", "content": content} for code in codes}
+
+
+def _paths(info: ResourceInfo, kind_def: str, list_def: str) -> dict[str, Any]:
+    base = f"/apis/{info.group}/{info.version}" if info.group else f"/api/{info.version}"
+    if info.namespaced:
+        coll = f"{base}/namespaces/{{namespace}}/{info.plural}"
+        scope = [_P_NS]
+        ns_word = "Namespaced"
+    else:
+        coll = f"{base}/{info.plural}"
+        scope = []
+        ns_word = ""
+    op_kind = info.kind + ns_word
+    gvk = {"group": info.group, "version": info.version, "kind": info.kind}
+    tag = f"{info.group.split('.')[0] if info.group else 'core'}_{info.version}"
+
+    def op(action: str, verb: str, desc: str, params: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {
+            "tags": [tag],
+            "description": desc,
+            "operationId": f"{verb}{tag.title().replace('_', '')}{op_kind}",
+            "parameters": params,
+            "x-kubernetes-action": action,
+            "x-kubernetes-group-version-kind": gvk,
+            **extra,
+        }
+
+    body = {"content": {"*/*": {"schema": {"$ref": _schema.REF_PREFIX + kind_def}}}, "required": True}
+    patch_types = [
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/apply-patch+yaml",
+    ]
+    if info.crd is None:
+        patch_types.insert(2, "application/strategic-merge-patch+json")
+    patch_body = {
+        "content": {t: {"schema": {"type": "object"}} for t in patch_types},
+        "required": True,
+    }
+    item_ops: dict[str, Any] = {}
+    coll_ops: dict[str, Any] = {}
+    if "get" in info.verbs:
+        item_ops["get"] = op(
+            "get", "read", f"read the specified {info.kind}", [], responses=_response(kind_def, "200")
+        )
+    if "update" in info.verbs:
+        item_ops["put"] = op(
+            "put",
+            "replace",
+            f"replace the specified {info.kind}",
+            [_P_DRY, _P_MANAGER, _P_VALIDATION],
+            requestBody=body,
+            responses=_response(kind_def, "200", "201"),
+        )
+    if "patch" in info.verbs:
+        item_ops["patch"] = op(
+            "patch",
+            "patch",
+            f"partially update the specified {info.kind}",
+            [_P_DRY, _P_MANAGER, _P_VALIDATION, _P_FORCE],
+            requestBody=patch_body,
+            responses=_response(kind_def, "200", "201"),
+        )
+    if "delete" in info.verbs:
+        item_ops["delete"] = op("delete", "delete", f"delete a {info.kind}", [_P_DRY], responses={})
+    if "list" in info.verbs:
+        coll_ops["get"] = op(
+            "list",
+            "list",
+            f"list or watch objects of kind {info.kind}",
+            _LIST_PARAMS,
+            responses=_response(list_def, "200"),
+        )
+    if "create" in info.verbs:
+        coll_ops["post"] = op(
+            "post",
+            "create",
+            f"create a {info.kind}",
+            [_P_DRY, _P_MANAGER, _P_VALIDATION],
+            requestBody=body,
+            responses=_response(kind_def, "200", "201"),
+        )
+    if "deletecollection" in info.verbs:
+        coll_ops["delete"] = op(
+            "deletecollection", "deletecollection", f"delete collection of {info.kind}", [], responses={}
+        )
+    out: dict[str, Any] = {}
+    if coll_ops:
+        out[coll] = {**coll_ops, "parameters": [*scope, _P_PRETTY]}
+    if item_ops:
+        out[coll + "/{name}"] = {**item_ops, "parameters": [_P_NAME, *scope, _P_PRETTY]}
+    if "status" in info.subresources:
+        out[coll + "/{name}/status"] = {
+            "get": op(
+                "get",
+                "read",
+                f"read status of the specified {info.kind}",
+                [],
+                responses=_response(kind_def, "200"),
+            ),
+            "parameters": [_P_NAME, *scope, _P_PRETTY],
+        }
+    return out
