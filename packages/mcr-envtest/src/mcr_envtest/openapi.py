@@ -144,13 +144,13 @@ def _custom_schemas(info: ResourceInfo, schemas: dict[str, Any]) -> tuple[str, s
     for name, sch in _schema.model_closure("V1ListMeta").items():
         schemas.setdefault(name, sch)
     declared = crd_version_schema(info.crd or {}, info.version)
-    schema = (
+    schema: dict[str, Any] = (
         copy.deepcopy(declared)
         if declared
         else {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     )
     schema.setdefault("type", "object")
-    props = schema.setdefault("properties", {})
+    props: dict[str, Any] = schema.setdefault("properties", {})
     props["apiVersion"] = {
         "type": "string",
         "description": "APIVersion defines the versioned schema of this object.",
