@@ -6,20 +6,40 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
 __all__ = ["eventually"]
 
 
+@overload
 async def eventually(
-    check: Callable[[], T | Awaitable[T]],
+    check: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
+
+
+@overload
+async def eventually(
+    check: Callable[[], T],
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
+
+
+async def eventually(
+    check: Callable[[], Any],
     *,
     timeout: float = 10.0,
     interval: float = 0.02,
     message: str = "",
-) -> T:
+) -> Any:
     """Call ``check`` until it returns a truthy value without raising ``AssertionError``.
 
     ``check`` may be a plain function or a coroutine function. Returns the first truthy value.
@@ -35,7 +55,7 @@ async def eventually(
             if inspect.isawaitable(value):
                 value = await value
             if value:
-                return value  # type: ignore[return-value]  # narrowed: check returned T, not Awaitable
+                return value
             last = value
         except AssertionError as exc:
             last = exc

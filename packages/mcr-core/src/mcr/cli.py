@@ -1,0 +1,58 @@
+"""The ``mcr`` command.
+
+``mcr providers`` lists the installed providers (name, distribution, version, description);
+``--json`` prints the same as JSON. Exit status 0 on success, 1 when the plugins cannot be loaded
+(the error names the plugin), 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+__all__ = ["main"]
+
+
+def _providers(args: argparse.Namespace, out: TextIO) -> int:
+    from mcr.plugins import load_registry, plugin_manager
+
+    reg = load_registry(plugin_manager())
+    rows = [(i.name, i.distribution, i.version, i.description) for i in reg]
+    if args.json:
+        keys = ("name", "distribution", "version", "description")
+        json.dump([dict(zip(keys, row, strict=True)) for row in rows], out, indent=2)
+        out.write("\n")
+        return 0
+    header = ("NAME", "DISTRIBUTION", "VERSION", "DESCRIPTION")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    for row in [header, *rows]:
+        out.write("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)))
+        out.write(f"  {row[3]}".rstrip() + "\n")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcr", description="mcr: multi-cluster controllers in Python")
+    sub = parser.add_subparsers(dest="command", required=True)
+    providers = sub.add_parser("providers", help="list the installed cluster providers")
+    providers.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    providers.set_defaults(func=_providers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        status: int = args.func(args, out if out is not None else sys.stdout)
+    except (ImportError, ValueError) as exc:
+        print(f"mcr: cannot load the provider plugins: {exc}", file=sys.stderr)
+        return 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

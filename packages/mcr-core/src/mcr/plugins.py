@@ -1,0 +1,154 @@
+"""Plugin hooks (pluggy project ``"mcr"``) and the provider registry they fill.
+
+A distribution ships providers by declaring an entry point in the group ``mcr`` whose module has a
+``@hookimpl`` of :func:`MCRHookSpecs.mcr_register_providers`::
+
+    [project.entry-points.mcr]
+    file = "mcr_provider_file.plugin"
+
+The built-in providers register through the same hook (entry point ``builtin``). Setting the
+environment variable ``MCR_DISABLE_PLUGIN_AUTOLOAD=1`` turns entry-point loading off; the built-ins
+are registered anyway, and further plugins can be passed to :func:`plugin_manager` explicitly.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import pluggy
+
+from mcr.providers.registry import ProviderFactory, ProviderInfo, ProviderRegistry
+
+__all__ = [
+    "DISABLE_AUTOLOAD_ENV",
+    "ENTRY_POINT_GROUP",
+    "PROJECT",
+    "MCRHookSpecs",
+    "RegisterProvider",
+    "hookimpl",
+    "hookspec",
+    "load_registry",
+    "plugin_manager",
+    "registry",
+]
+
+PROJECT = "mcr"
+ENTRY_POINT_GROUP = "mcr"
+DISABLE_AUTOLOAD_ENV = "MCR_DISABLE_PLUGIN_AUTOLOAD"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+class RegisterProvider(Protocol):
+    """The callback a plugin receives: ``register(name, factory, description=...)``."""
+
+    def __call__(self, name: str, factory: ProviderFactory, *, description: str = "") -> None: ...
+
+
+class MCRHookSpecs:
+    """The hooks mcr calls on plugins. Hooks are synchronous and cheap: they only register."""
+
+    @hookspec
+    def mcr_register_providers(self, register: RegisterProvider) -> None:
+        """Register provider factories with ``register(name, factory, description="...")``.
+
+        ``factory(**options)`` returns a provider (a :class:`~mcr.multicluster.Provider`, usually
+        also a :class:`~mcr.multicluster.ProviderRunnable`); it should not do I/O.
+        """
+
+
+def autoload_enabled() -> bool:
+    """Whether entry-point plugins are loaded (``MCR_DISABLE_PLUGIN_AUTOLOAD`` unset or ``0``)."""
+    return os.environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() in ("", "0", "false", "no")
+
+
+def plugin_manager(*, autoload: bool | None = None, plugins: Iterable[object] = ()) -> pluggy.PluginManager:
+    """A plugin manager with mcr's hookspecs, the built-ins, entry-point plugins and ``plugins``.
+
+    ``autoload=None`` follows :data:`DISABLE_AUTOLOAD_ENV`. A plugin that fails to import raises
+    here, with the entry point named by pluggy.
+    """
+    from mcr.providers import builtin
+
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(MCRHookSpecs)
+    if autoload_enabled() if autoload is None else autoload:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    if not pm.is_registered(builtin):
+        # Not installed with its entry point metadata, or autoload is off: the built-ins still count.
+        pm.register(builtin, name="builtin")
+    for plugin in plugins:
+        pm.register(plugin)
+    return pm
+
+
+def load_registry(pm: pluggy.PluginManager | None = None) -> ProviderRegistry:
+    """Call every plugin's ``mcr_register_providers`` and collect the registrations.
+
+    Each registration records the plugin and its distribution (name and version).
+    ``ValueError`` if two plugins register the same provider name.
+    """
+    pm = pm if pm is not None else plugin_manager()
+    dists = {id(plugin): (dist.project_name, dist.version) for plugin, dist in pm.list_plugin_distinfo()}
+    reg = ProviderRegistry()
+    # Hook implementations are called one by one so each registration knows which plugin made it.
+    for impl in reversed(pm.hook.mcr_register_providers.get_hookimpls()):
+        plugin_name = impl.plugin_name
+        distribution, version = dists.get(id(impl.plugin)) or _distribution_of(impl.plugin)
+
+        def register(
+            name: str,
+            factory: ProviderFactory,
+            *,
+            description: str = "",
+            _plugin: str = plugin_name,
+            _dist: str = distribution,
+            _version: str = version,
+        ) -> None:
+            if not name or not callable(factory):
+                raise ValueError(f"plugin {_plugin!r} registered an invalid provider {name!r}")
+            reg.add(
+                ProviderInfo(
+                    name=name,
+                    factory=factory,
+                    description=description or _first_line(factory.__doc__),
+                    plugin=_plugin,
+                    distribution=_dist,
+                    version=_version,
+                )
+            )
+
+        kwargs = {"register": register}
+        impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+    return reg
+
+
+_registry: ProviderRegistry | None = None
+
+
+def registry(*, reload: bool = False) -> ProviderRegistry:
+    """The process-wide registry, loaded on first use (``reload=True`` loads it again)."""
+    global _registry
+    if _registry is None or reload:
+        _registry = load_registry()
+    return _registry
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().split("\n", 1)[0].strip()
+
+
+def _distribution_of(plugin: Any) -> tuple[str, str]:
+    """The distribution that installs ``plugin``'s top-level package, or ``("-", "-")``."""
+    module = getattr(plugin, "__name__", None) or type(plugin).__module__
+    top = module.split(".", 1)[0]
+    for dist in importlib.metadata.packages_distributions().get(top, []):
+        try:
+            return dist, importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "-", "-"

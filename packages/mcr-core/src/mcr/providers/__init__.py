@@ -1,0 +1,45 @@
+"""Cluster providers: the built-in utility providers and the registry that creates any installed one.
+
+Each provider class works when constructed directly. :func:`create` builds a provider by its
+registered name, from the built-ins or any installed plugin distribution (see :mod:`mcr.plugins`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcr.providers.clusters import Clusters, ClustersProvider
+from mcr.providers.multi import MultiProvider
+from mcr.providers.nop import NopProvider
+from mcr.providers.registry import ProviderInfo, UnknownProviderError
+from mcr.providers.single import SingleProvider
+
+__all__ = [
+    "Clusters",
+    "ClustersProvider",
+    "MultiProvider",
+    "NopProvider",
+    "ProviderInfo",
+    "SingleProvider",
+    "UnknownProviderError",
+    "available",
+    "create",
+]
+
+
+def create(name: str, /, **options: Any) -> Any:
+    """A new provider of the registered type ``name``, built with ``options``.
+
+    Raises :class:`UnknownProviderError` (a ``LookupError``) listing the installed names when no
+    plugin registers ``name``.
+    """
+    from mcr.plugins import registry
+
+    return registry().create(name, **options)
+
+
+def available() -> list[ProviderInfo]:
+    """Every installed provider, sorted by name."""
+    from mcr.plugins import registry
+
+    return list(registry())

@@ -1,0 +1,198 @@
+"""The ``multi`` provider: several providers composed into one fleet, added and removed at runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from mcr.errors import ClusterNotFoundError
+from mcr.multicluster import ProviderRunnable
+from mcr.providers._tasks import cancel_and_wait
+from mcr.providers.clusters import Extract
+
+if TYPE_CHECKING:
+    from mcr.cluster import Cluster
+    from mcr.multicluster import Aware, ClusterName, Provider
+
+__all__ = ["MultiProvider"]
+
+log = logging.getLogger("mcr.providers")
+
+
+class _Member:
+    def __init__(self, name: str, provider: Provider) -> None:
+        self.name = name
+        self.provider = provider
+        self.runner: asyncio.Task[None] | None = None
+        # Tasks currently inside aware.engage for one of this member's clusters.
+        self.engagements: set[asyncio.Task[Any]] = set()
+
+
+class _PrefixedAware:
+    """The aware a member provider sees: renames its clusters and tracks their engagements."""
+
+    def __init__(self, multi: MultiProvider, member: _Member, aware: Aware) -> None:
+        self._multi = multi
+        self._member = member
+        self._aware = aware
+
+    async def engage(self, name: ClusterName, cluster: Cluster) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._member.engagements.add(task)
+        try:
+            await self._aware.engage(self._multi.join(self._member.name, name), cluster)
+        finally:
+            self._member.engagements.discard(task)
+
+
+class MultiProvider:
+    """Composes named providers; their clusters are named ``"<provider><separator><cluster>"``.
+
+    Providers may be added and removed before or while this one runs. Each member that is a
+    :class:`~mcr.multicluster.ProviderRunnable` is started by :meth:`start` in its own task, with an
+    aware that prefixes its cluster names. Removing a member cancels that task and every engagement
+    it made (even ones a misbehaving member failed to cancel), and waits for them to end. A member
+    whose ``start`` ends on its own (returns or raises) is logged and removed the same way. Field
+    indexes are applied to every current member and to members added later.
+    """
+
+    def __init__(self, *, separator: str = "#") -> None:
+        if not separator:
+            raise ValueError("the multi provider's separator must not be empty")
+        self.separator = separator
+        self._members: dict[str, _Member] = {}
+        self._indexes: list[tuple[Any, str, Extract]] = []
+        self._aware: Aware | None = None
+        self._lock = asyncio.Lock()
+
+    def join(self, provider_name: str, cluster_name: ClusterName) -> ClusterName:
+        """The fleet-wide name of ``cluster_name`` from the member ``provider_name``."""
+        return f"{provider_name}{self.separator}{cluster_name}"
+
+    def provider_names(self) -> list[str]:
+        """The member names, sorted."""
+        return sorted(self._members)
+
+    def provider(self, name: str) -> Provider:
+        """The member named ``name``; ``KeyError`` if there is none."""
+        return self._members[name].provider
+
+    async def add_provider(self, name: str, provider: Provider) -> None:
+        """Add a member; it is started at once if this provider runs.
+
+        Raises ``ValueError`` if ``name`` is taken or contains the separator. The stored field
+        indexes are applied to it first; if that raises, it is not added.
+        """
+        if self.separator in name:
+            raise ValueError(f"provider name {name!r} must not contain the separator {self.separator!r}")
+        async with self._lock:
+            if name in self._members:
+                raise ValueError(f"a provider named {name!r} is already part of the multi provider")
+            for kind, field, extract in self._indexes:
+                await provider.index_field(kind, field, extract)
+            member = _Member(name, provider)
+            self._members[name] = member
+            if self._aware is not None:
+                self._spawn(member, self._aware)
+
+    async def remove_provider(self, name: str) -> bool:
+        """Remove a member and disengage all its clusters; waits until they are disengaged.
+
+        Returns whether a member of that name existed (removing twice is harmless).
+        """
+        async with self._lock:
+            member = self._members.pop(name, None)
+        if member is None:
+            return False
+        await self._stop(member)
+        return True
+
+    async def get(self, name: ClusterName) -> Cluster:
+        """Split ``name`` at the first separator and ask that member for the rest.
+
+        Raises :class:`~mcr.ClusterNotFoundError` naming the provider when there is no such member
+        (or no separator), and passes the member's own error through otherwise.
+        """
+        provider_name, sep, inner = name.partition(self.separator)
+        member = self._members.get(provider_name) if sep else None
+        if member is None:
+            raise ClusterNotFoundError(
+                name,
+                f"cluster {name!r} not found: no provider {provider_name!r} in the multi provider"
+                f" (providers: {', '.join(self.provider_names()) or 'none'})",
+            )
+        return await member.provider.get(inner)
+
+    async def index_field(self, kind: Any, field: str, extract: Extract) -> None:
+        """Index ``field`` through every current member and every member added later.
+
+        Failures of individual members are raised together as an ``ExceptionGroup`` after all
+        members were tried; the index stays stored for future members.
+        """
+        async with self._lock:
+            self._indexes.append((kind, field, extract))
+            errors: list[Exception] = []
+            for member in list(self._members.values()):
+                try:
+                    await member.provider.index_field(kind, field, extract)
+                except Exception as exc:  # noqa: BLE001 -- reported below, per provider
+                    exc.add_note(f"while indexing field {field!r} through provider {member.name!r}")
+                    errors.append(exc)
+            if errors:
+                raise ExceptionGroup(f"indexing field {field!r} failed in some providers", errors)
+
+    async def start(self, aware: Aware) -> None:
+        """Start every runnable member with a prefixing aware; runs until cancelled.
+
+        Cancelling stops every member and disengages all their clusters before re-raising.
+        Raises ``RuntimeError`` if already running.
+        """
+        async with self._lock:
+            if self._aware is not None:
+                raise RuntimeError("the multi provider is already running")
+            self._aware = aware
+            for member in self._members.values():
+                self._spawn(member, aware)
+        try:
+            await asyncio.Future()
+        finally:
+            async with self._lock:
+                self._aware = None
+                members = list(self._members.values())
+            for member in members:
+                await self._stop(member)
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _spawn(self, member: _Member, aware: Aware) -> None:
+        provider = member.provider
+        if not isinstance(provider, ProviderRunnable):
+            log.info("provider %r has no start(); its clusters are reachable through get() only", member.name)
+            return
+        member.runner = asyncio.create_task(
+            self._run_member(member, provider, _PrefixedAware(self, member, aware)),
+            name=f"mcr-multi-provider[{member.name}]",
+        )
+
+    async def _run_member(self, member: _Member, provider: ProviderRunnable, aware: Aware) -> None:
+        try:
+            await provider.start(aware)
+            log.warning("provider %r stopped on its own; removing it from the multi provider", member.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("provider %r failed; removing it from the multi provider", member.name)
+        # Ended on its own: forget it and disengage whatever it left engaged.
+        member.runner = None
+        if self._members.get(member.name) is member:
+            del self._members[member.name]
+        await cancel_and_wait(list(member.engagements))
+
+    async def _stop(self, member: _Member) -> None:
+        runner, member.runner = member.runner, None
+        if runner is not None:
+            await cancel_and_wait([runner])
+        # Engagements the member did not end itself when it was cancelled.
+        await cancel_and_wait(list(member.engagements))
