@@ -1,0 +1,41 @@
+"""Informers and the informer cache: each kind's objects kept in memory by list+watch.
+
+See :class:`InformerCache` (what a :class:`mcr.Cluster` uses), :class:`Informer` (one kind),
+:class:`CacheOptions` / :class:`ByObject` (what to cache) and :mod:`mcr.cache.gcpolicy`.
+"""
+
+from __future__ import annotations
+
+from mcr.cache.backoff import BackoffPolicy
+from mcr.cache.errors import CacheNotStartedError, CacheSyncTimeoutError, InformerNotFoundError
+from mcr.cache.gcpolicy import GCPolicy
+from mcr.cache.handlers import DeletedFinalStateUnknown, EventHandler, EventHandlerFuncs, Registration
+from mcr.cache.informer import Informer, ScopeSpec
+from mcr.cache.informer_cache import InformerCache
+from mcr.cache.options import ByObject, CacheOptions, NamespaceConfig, strip_managed_fields
+from mcr.cache.reader import CacheReader
+from mcr.cache.store import NAMESPACE_INDEX, Indexer, IndexerConflictError, meta_namespace_key
+
+__all__ = [
+    "NAMESPACE_INDEX",
+    "BackoffPolicy",
+    "ByObject",
+    "CacheNotStartedError",
+    "CacheOptions",
+    "CacheReader",
+    "CacheSyncTimeoutError",
+    "DeletedFinalStateUnknown",
+    "EventHandler",
+    "EventHandlerFuncs",
+    "GCPolicy",
+    "Indexer",
+    "IndexerConflictError",
+    "Informer",
+    "InformerCache",
+    "InformerNotFoundError",
+    "NamespaceConfig",
+    "Registration",
+    "ScopeSpec",
+    "meta_namespace_key",
+    "strip_managed_fields",
+]

@@ -1,0 +1,93 @@
+"""Event handlers an informer notifies, and the tombstone it hands over for unseen deletes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "DeletedFinalStateUnknown",
+    "EventHandler",
+    "EventHandlerFuncs",
+    "Registration",
+]
+
+log = logging.getLogger("mcr.cache")
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedFinalStateUnknown:
+    """Handed to ``on_delete`` when an object vanished while the informer was not watching.
+
+    The informer learned of the delete by relisting (after a 410 or a lost stream), so it never
+    saw the object's final state: ``obj`` is the last state the cache held and ``key`` its store
+    key (``"<ns>/<name>"`` or ``"<name>"``).
+    """
+
+    key: str
+    obj: Obj
+
+
+@runtime_checkable
+class EventHandler(Protocol):
+    """Receives an informer's notifications, synchronously, on the event loop.
+
+    Handlers must return quickly and never block (enqueue work instead); they receive the
+    cache's own objects and must not mutate them. An exception from a handler is logged with the
+    informer's kind and does not stop the informer or other handlers.
+    """
+
+    def on_add(self, obj: Obj, is_initial_list: bool) -> None: ...
+
+    def on_update(self, old: Obj, new: Obj) -> None: ...
+
+    def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None: ...
+
+
+def _noop_add(obj: Obj, is_initial_list: bool) -> None:
+    return None
+
+
+def _noop_update(old: Obj, new: Obj) -> None:
+    return None
+
+
+def _noop_delete(obj: Obj | DeletedFinalStateUnknown) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class EventHandlerFuncs:
+    """An :class:`EventHandler` from plain functions; missing ones ignore their event."""
+
+    on_add: Callable[[Obj, bool], None] = _noop_add
+    on_update: Callable[[Obj, Obj], None] = _noop_update
+    on_delete: Callable[[Obj | DeletedFinalStateUnknown], None] = _noop_delete
+
+
+@dataclass(eq=False, slots=True)
+class Registration:
+    """The handle :meth:`Informer.add_event_handler` returns.
+
+    ``has_synced`` turns true once this handler has been handed every object of the informer's
+    first complete list (for a handler added after sync: at registration, after the replay).
+    ``remove()`` stops further notifications; calling it again does nothing.
+    """
+
+    handler: EventHandler
+    _remove: Callable[[Registration], None] = field(repr=False)
+    synced: bool = False
+    removed: bool = False
+
+    @property
+    def has_synced(self) -> bool:
+        return self.synced
+
+    def remove(self) -> None:
+        if not self.removed:
+            self.removed = True
+            self._remove(self)

@@ -1,0 +1,281 @@
+"""A shared informer: one kind's objects kept in memory and handed to event handlers.
+
+An :class:`Informer` owns an indexed store and one reflector per request scope (all namespaces,
+or one per configured namespace). Every change the reflectors learn reaches the store and then
+every registered handler, synchronously and in resourceVersion order, exactly once per
+resourceVersion: a watch event whose resourceVersion equals the cached one is dropped, and a relist
+reports only what differs from the cache (adds, updates with a new resourceVersion, deletes as
+:class:`DeletedFinalStateUnknown` tombstones).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mcr.cache.handlers import DeletedFinalStateUnknown, EventHandler, Registration
+from mcr.cache.reflector import Reflector, ReflectorConfig
+from mcr.cache.store import NAMESPACE_INDEX, Indexer, IndexFunc, namespace_index_func
+
+if TYPE_CHECKING:
+    from mcr.kinds import GVK, GVR
+    from mcr.transport import Transport
+
+__all__ = ["Informer", "ScopeSpec"]
+
+log = logging.getLogger("mcr.cache")
+
+Obj = dict[str, Any]
+ObjList = list[Obj]
+Transform = Callable[[Obj], Obj]
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeSpec:
+    """One list+watch request scope of an informer: a namespace (``None``: all) and selectors."""
+
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    transform: Transform | None = None
+
+
+def resource_path(gvr: GVR, namespace: str | None) -> str:
+    """The collection URL path of ``gvr``, namespaced when ``namespace`` is given."""
+    base = f"/api/{gvr.version}" if not gvr.group else f"/apis/{gvr.group}/{gvr.version}"
+    if namespace:
+        return f"{base}/namespaces/{namespace}/{gvr.resource}"
+    return f"{base}/{gvr.resource}"
+
+
+class Informer:
+    """Keeps the objects of one kind (within its scopes) and notifies handlers of changes.
+
+    Lifecycle: :meth:`start` launches the reflectors (idempotent); :meth:`stop` cancels and
+    awaits them (idempotent; the informer can be started again and relists). Reads
+    (:meth:`get`, :meth:`list`, :meth:`by_index`) return the cache's own objects: callers must
+    not mutate them (the :class:`~mcr.cache.InformerCache` reader copies for its callers).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        gvk: GVK,
+        gvr: GVR,
+        *,
+        namespaced: bool,
+        scopes: Sequence[ScopeSpec] = (ScopeSpec(),),
+        config: ReflectorConfig | None = None,
+        on_synced: Callable[[Informer], None] | None = None,
+    ) -> None:
+        self.gvk = gvk
+        self.gvr = gvr
+        self.namespaced = namespaced
+        self._transport = transport
+        self._config = config if config is not None else ReflectorConfig()
+        self._on_synced = on_synced
+        if not namespaced:
+            # Cluster-scoped kinds ignore namespaces; keep the selectors of the first scope.
+            first = scopes[0] if scopes else ScopeSpec()
+            scopes = (ScopeSpec(None, first.label_selector, first.field_selector, first.transform),)
+        self.scopes: tuple[ScopeSpec, ...] = tuple(scopes)
+        self._store = Indexer({NAMESPACE_INDEX: namespace_index_func})
+        self._handlers: tuple[Registration, ...] = ()
+        self._synced_scopes: set[str | None] = set()
+        self._synced = asyncio.Event()
+        self._reflectors: list[Reflector] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def __repr__(self) -> str:
+        cluster = self._transport.cluster_name
+        gvk = self.gvk
+        return f"<Informer {gvk.api_version}/{gvk.kind} cluster={cluster!r} objects={len(self._store)}>"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return bool(self._tasks)
+
+    def start(self) -> None:
+        """Start listing and watching (in background tasks this informer owns); no-op if running."""
+        if self._tasks:
+            return
+        self._reflectors = []
+        for scope in self.scopes:
+            reflector = Reflector(
+                self._transport,
+                resource_path(self.gvr, scope.namespace),
+                self,
+                scope=scope.namespace,
+                kind=self.gvk.kind,
+                api_version=self.gvk.api_version,
+                label_selector=scope.label_selector,
+                field_selector=scope.field_selector,
+                transform=scope.transform,
+                config=self._config,
+            )
+            self._reflectors.append(reflector)
+            task = asyncio.create_task(reflector.run(), name=f"reflector {reflector.description}")
+            self._tasks.append(task)
+
+    async def stop(self) -> None:
+        """Cancel every reflector and wait for it (its watch connection is closed on return).
+
+        The store keeps its objects; ``has_synced`` stays as it was. Safe to call repeatedly.
+        """
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    @property
+    def has_synced(self) -> bool:
+        """True once every scope's first list has been applied to the store and the handlers."""
+        return self._synced.is_set()
+
+    async def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """Wait until :attr:`has_synced`; ``False`` if ``timeout`` seconds pass first."""
+        if self._synced.is_set():
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._synced.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion seen (of the first scope)."""
+        return self._reflectors[0].resource_version if self._reflectors else ""
+
+    @property
+    def reflectors(self) -> list[Reflector]:
+        """The reflectors of the current run (for diagnostics and tests)."""
+        return list(self._reflectors)
+
+    # -- handlers ----------------------------------------------------------------------------
+    def add_event_handler(self, handler: EventHandler) -> Registration:
+        """Register ``handler``; it first receives ``on_add(obj, True)`` for every cached object.
+
+        Later changes reach it in order. The registration's ``has_synced`` turns true once the
+        handler has seen the informer's complete initial list.
+        """
+        reg = Registration(handler, self._remove_handler)
+        for obj in list(self._store.values()):
+            self._call_add(reg, obj, True)
+        reg.synced = self._synced.is_set()
+        self._handlers = (*self._handlers, reg)
+        return reg
+
+    def _remove_handler(self, reg: Registration) -> None:
+        self._handlers = tuple(h for h in self._handlers if h is not reg)
+
+    @property
+    def handler_count(self) -> int:
+        return len(self._handlers)
+
+    def _call_add(self, reg: Registration, obj: Obj, initial: bool) -> None:
+        try:
+            reg.handler.on_add(obj, initial)
+        except Exception:
+            log.exception("%r: event handler %r failed on add", self, reg.handler)
+
+    def _notify_add(self, obj: Obj, initial: bool) -> None:
+        for reg in self._handlers:
+            try:
+                reg.handler.on_add(obj, initial)
+            except Exception:
+                log.exception("%r: event handler %r failed on add", self, reg.handler)
+
+    def _notify_update(self, old: Obj, new: Obj) -> None:
+        for reg in self._handlers:
+            try:
+                reg.handler.on_update(old, new)
+            except Exception:
+                log.exception("%r: event handler %r failed on update", self, reg.handler)
+
+    def _notify_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
+        for reg in self._handlers:
+            try:
+                reg.handler.on_delete(obj)
+            except Exception:
+                log.exception("%r: event handler %r failed on delete", self, reg.handler)
+
+    # -- the reflector sink ------------------------------------------------------------------
+    def watch_event(self, event_type: str, obj: Obj) -> None:
+        """Apply one watch event to the store and notify handlers (the reflectors' hot path)."""
+        meta = obj["metadata"]
+        ns = meta.get("namespace")
+        key = f"{ns}/{meta['name']}" if ns else meta["name"]
+        store = self._store
+        if event_type == "DELETED":
+            # A delete of an object the cache does not hold was already reported (by a relist).
+            if store.pop(key) is not None:
+                self._notify_delete(obj)
+            return
+        old = store.put(key, obj)
+        if old is None:
+            self._notify_add(obj, False)
+        elif old["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
+            self._notify_update(old, obj)
+        # An event at the cached resourceVersion is a duplicate after a re-watch: drop it.
+
+    def replace(self, scope: str | None, objs: list[Obj], resource_version: str) -> None:
+        """Make the store's objects in ``scope`` equal ``objs`` and report the differences."""
+        store = self._store
+        initial = scope not in self._synced_scopes
+        stale = set(store) if scope is None else store.index_keys(NAMESPACE_INDEX, scope)
+        for obj in objs:
+            meta = obj["metadata"]
+            ns = meta.get("namespace")
+            key = f"{ns}/{meta['name']}" if ns else meta["name"]
+            old = store.put(key, obj)
+            if old is None:
+                self._notify_add(obj, initial)
+            else:
+                stale.discard(key)
+                if old["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
+                    self._notify_update(old, obj)
+        for key in stale:
+            gone = store.pop(key)
+            if gone is not None:
+                self._notify_delete(DeletedFinalStateUnknown(key, gone))
+        if initial:
+            self._synced_scopes.add(scope)
+            if len(self._synced_scopes) >= len(self.scopes) and not self._synced.is_set():
+                self._synced.set()
+                for reg in self._handlers:
+                    reg.synced = True
+                if self._on_synced is not None:
+                    self._on_synced(self)
+
+    # -- reads -------------------------------------------------------------------------------
+    def get(self, key: str) -> Obj | None:
+        """The cached object under ``"<ns>/<name>"`` (or ``"<name>"``), or ``None``."""
+        return self._store.get(key)
+
+    def list(self, namespace: str | None = None) -> ObjList:
+        """Every cached object, or those of one namespace."""
+        if namespace is None:
+            return self._store.values()
+        return self._store.by_index(NAMESPACE_INDEX, namespace)
+
+    def by_index(self, index: str, value: str) -> ObjList:
+        """Cached objects whose ``index`` values include ``value`` (``KeyError``: unknown index)."""
+        return self._store.by_index(index, value)
+
+    def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
+        """Add indexes, built at once over the cached objects (``IndexerConflictError`` on a taken name)."""
+        self._store.add_indexers(indexers)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    @property
+    def store(self) -> Indexer:
+        return self._store

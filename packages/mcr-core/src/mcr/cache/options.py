@@ -1,0 +1,135 @@
+"""What a cache watches and how: controller-runtime's cache ``Options`` in Python.
+
+``CacheOptions`` holds the defaults for every kind (namespaces, selectors, transform, deep-copy
+policy) and ``by_object`` overrides them per kind with :class:`ByObject`. A namespace listed in
+``default_namespaces`` (or ``ByObject.namespaces``) may carry its own :class:`NamespaceConfig`.
+Precedence, most specific first: the namespace's config, then the kind's ``ByObject``, then the
+cache defaults. Cluster-scoped kinds ignore namespaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcr.cache.backoff import BackoffPolicy
+from mcr.cache.gcpolicy import GCPolicy
+from mcr.cache.informer import ScopeSpec
+from mcr.cache.reflector import ReflectorConfig
+from mcr.kinds import GVK, gvk_of
+
+__all__ = ["ByObject", "CacheOptions", "NamespaceConfig", "strip_managed_fields"]
+
+Obj = dict[str, Any]
+Transform = Callable[[Obj], Obj]
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """The default transform: drop ``metadata.managedFields`` (often half an object's size)."""
+    obj["metadata"].pop("managedFields", None)
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceConfig:
+    """Overrides for one namespace of a kind (``None`` fields inherit)."""
+
+    label_selector: str | None = None
+    field_selector: str | None = None
+    transform: Transform | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ByObject:
+    """Per-kind overrides of the cache defaults (``None`` fields inherit).
+
+    ``namespaces``: the namespaces to cache for this kind (``{}`` or ``None``: inherit the
+    defaults); ``unsafe_disable_deep_copy``: hand readers the cached objects themselves.
+    """
+
+    namespaces: Mapping[str, NamespaceConfig] | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    transform: Transform | None = None
+    unsafe_disable_deep_copy: bool | None = None
+
+
+@dataclass(slots=True)
+class CacheOptions:
+    """Options of an :class:`~mcr.cache.InformerCache`.
+
+    * ``default_namespaces``: cache only these namespaces (one watch per namespace); ``None``
+      caches all namespaces with one watch.
+    * ``default_label_selector`` / ``default_field_selector``: server-side filters of every watch.
+    * ``default_transform``: applied to every object before it is cached (default: drop
+      ``managedFields``; ``None`` keeps objects as received).
+    * ``default_unsafe_disable_deep_copy``: readers get the cached objects themselves (never
+      mutate them) instead of copies.
+    * ``by_object``: per-kind overrides, keyed by anything :func:`mcr.kinds.gvk_of` accepts.
+    * ``page_size``: list page size (client-go: 500; 0 lists in one response).
+    * ``stall_timeout``: seconds without any watch data or bookmark before the watch is restarted.
+    * ``watch_timeout``: the server-side watch timeout is drawn from this range (client-go: 5-10 min).
+    * ``backoff``: retry delays of lists and watches.
+    * ``sync_timeout``: how long a read waits for a lazily started informer to sync before
+      raising :class:`~mcr.cache.CacheSyncTimeoutError` (controller-runtime: 2 min).
+    * ``reader_fail_on_missing_informer``: reads of a kind without an informer raise
+      :class:`~mcr.cache.InformerNotFoundError` instead of starting one.
+    * ``gc_policy``: the garbage-collector policy applied while this cache runs (see
+      :mod:`mcr.cache.gcpolicy`); ``None`` leaves the interpreter's GC alone.
+    """
+
+    default_namespaces: Mapping[str, NamespaceConfig] | None = None
+    default_label_selector: str | None = None
+    default_field_selector: str | None = None
+    default_transform: Transform | None = strip_managed_fields
+    default_unsafe_disable_deep_copy: bool = False
+    by_object: Mapping[Any, ByObject] = field(default_factory=dict)
+    page_size: int = 500
+    stall_timeout: float = 60.0
+    watch_timeout: tuple[float, float] = (300.0, 600.0)
+    allow_watch_bookmarks: bool = True
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    sync_timeout: float = 120.0
+    reader_fail_on_missing_informer: bool = False
+    gc_policy: GCPolicy | None = field(default_factory=GCPolicy.default)
+
+    def reflector_config(self) -> ReflectorConfig:
+        return ReflectorConfig(
+            page_size=self.page_size,
+            stall_timeout=self.stall_timeout,
+            watch_timeout=self.watch_timeout,
+            allow_watch_bookmarks=self.allow_watch_bookmarks,
+            backoff=self.backoff,
+        )
+
+    def by_gvk(self) -> dict[GVK, ByObject]:
+        """``by_object`` with its keys resolved to GVKs (``ValueError`` names a bad key)."""
+        return {gvk_of(k): v for k, v in self.by_object.items()}
+
+    def scopes_for(self, gvk: GVK) -> tuple[ScopeSpec, ...]:
+        """The request scopes of ``gvk``'s informer under these options."""
+        by = self.by_gvk().get(gvk, ByObject())
+        label = by.label_selector if by.label_selector is not None else self.default_label_selector
+        field_sel = by.field_selector if by.field_selector is not None else self.default_field_selector
+        transform = by.transform if by.transform is not None else self.default_transform
+        namespaces = by.namespaces if by.namespaces else self.default_namespaces
+        if not namespaces:
+            return (ScopeSpec(None, label, field_sel, transform),)
+        scopes = []
+        for ns, cfg in namespaces.items():
+            scopes.append(
+                ScopeSpec(
+                    ns or None,
+                    cfg.label_selector if cfg.label_selector is not None else label,
+                    cfg.field_selector if cfg.field_selector is not None else field_sel,
+                    cfg.transform if cfg.transform is not None else transform,
+                )
+            )
+        return tuple(scopes)
+
+    def unsafe_disable_deep_copy_for(self, gvk: GVK) -> bool:
+        by = self.by_gvk().get(gvk)
+        if by is not None and by.unsafe_disable_deep_copy is not None:
+            return by.unsafe_disable_deep_copy
+        return self.default_unsafe_disable_deep_copy

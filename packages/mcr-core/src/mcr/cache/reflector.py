@@ -1,0 +1,265 @@
+"""The list+watch loop that keeps one informer's store equal to the server's state.
+
+One :class:`Reflector` serves one request scope (a resource path plus label/field selectors):
+it lists in pages, then watches from the list's resourceVersion with bookmarks, and keeps
+watching from the last resourceVersion it saw. It behaves like client-go's reflector:
+
+* a watch that ends cleanly (server timeout, dropped connection) resumes from the last
+  resourceVersion, without relisting;
+* ``410 Expired/Gone`` (on the watch or the list) relists, after a backoff with jitter, and the
+  store replace turns vanished objects into deletes;
+* other failures (429, 5xx, connection refused) back off 800 ms → 30 s with jitter and retry;
+* a watch that closes within a second without any event counts as a failure ("very short watch");
+* a stream that delivers nothing, not even a bookmark, for ``stall_timeout`` seconds is
+  abandoned and re-opened (half-open TCP connections never end otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+from mcr.cache.backoff import Backoff, BackoffPolicy
+from mcr.errors import APIError, GoneError, TransportError, api_error_from_status
+
+if TYPE_CHECKING:
+    from mcr.transport import Transport
+
+__all__ = ["ReflectorConfig", "ReflectorSink", "WatchStalledError"]
+
+log = logging.getLogger("mcr.cache")
+
+Obj = dict[str, Any]
+Transform = Callable[[Obj], Obj]
+
+
+class WatchStalledError(Exception):
+    """A watch stream delivered nothing for longer than the stall timeout (internal signal)."""
+
+
+class _ShortWatchError(Exception):
+    """A watch closed within a second without delivering any event (internal signal)."""
+
+
+class ReflectorSink(Protocol):
+    """Where a reflector delivers what it learns (the informer)."""
+
+    def replace(self, scope: str | None, objs: list[Obj], resource_version: str) -> None:
+        """Make the store's objects in ``scope`` (a namespace, or ``None`` for all) equal ``objs``."""
+
+    def watch_event(self, event_type: str, obj: Obj) -> None:
+        """Apply one ADDED/MODIFIED/DELETED event."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectorConfig:
+    """Tuning shared by the reflectors of one cache (see :class:`mcr.cache.CacheOptions`)."""
+
+    page_size: int = 500
+    stall_timeout: float = 60.0
+    watch_timeout: tuple[float, float] = (300.0, 600.0)
+    allow_watch_bookmarks: bool = True
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+
+
+class Reflector:
+    """Lists and watches ``path`` into ``sink`` until cancelled.
+
+    ``scope`` is the namespace this reflector owns in the sink's store (``None``: all of it).
+    ``run()`` never returns by itself: it retries every failure, and ends only by cancellation,
+    which closes the open stream before ``CancelledError`` propagates.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        path: str,
+        sink: ReflectorSink,
+        *,
+        scope: str | None,
+        kind: str,
+        api_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = None,
+        config: ReflectorConfig | None = None,
+    ) -> None:
+        self._transport = transport
+        self._path = path
+        self._sink = sink
+        self._scope = scope
+        self._kind = kind
+        self._api_version = api_version
+        self._transform = transform
+        self._config = config = config if config is not None else ReflectorConfig()
+        self._selectors: dict[str, str] = {}
+        if label_selector:
+            self._selectors["labelSelector"] = label_selector
+        if field_selector:
+            self._selectors["fieldSelector"] = field_selector
+        self._backoff = Backoff(config.backoff)
+        self.resource_version = ""
+        self.progress = 0  # lines received on watches; the stall detector watches it move
+        self.lists = 0  # completed lists (the first one plus relists)
+        self.watches = 0  # watch requests opened
+        self.last_error: BaseException | None = None
+
+    @property
+    def description(self) -> str:
+        cluster = self._transport.cluster_name
+        where = f"cluster {cluster!r} " if cluster else ""
+        sel = "".join(f" {k}={v}" for k, v in self._selectors.items())
+        return f"{where}{self._path}{sel}"
+
+    async def run(self) -> None:
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                await self._watch()
+                continue
+            except GoneError as exc:
+                # The resourceVersion we hold is older than the server's history: start over.
+                log.info("%s: %s; relisting", self.description, exc.message or "resource version expired")
+                self.last_error = exc
+                need_list = True
+                self.resource_version = ""
+            except WatchStalledError as exc:
+                log.warning("%s: %s; re-watching from %s", self.description, exc, self.resource_version)
+                self.last_error = exc
+                continue
+            except _ShortWatchError as exc:
+                log.warning("%s: %s", self.description, exc)
+                self.last_error = exc
+            except (APIError, TransportError) as exc:
+                log.warning("%s: %s", self.description, exc)
+                self.last_error = exc
+            delay = self._backoff.next_delay()
+            if isinstance(self.last_error, APIError) and self.last_error.retry_after:
+                delay = max(delay, self.last_error.retry_after)
+            await asyncio.sleep(delay)
+
+    # -- list --------------------------------------------------------------------------------
+    async def _list(self) -> None:
+        """One complete paginated list, then an atomic replace into the sink.
+
+        An expired continue token (410 on a later page) falls back to one unpaginated list.
+        """
+        items: list[Obj] = []
+        query = dict(self._selectors)
+        if self._config.page_size > 0:
+            query["limit"] = str(self._config.page_size)
+        page = 0
+        while True:
+            try:
+                resp = await self._transport.request("GET", self._path, query=query)
+            except GoneError:
+                if page == 0:
+                    raise
+                log.info("%s: continue token expired; listing without pages", self.description)
+                items.clear()
+                query = dict(self._selectors)
+                page = 0
+                continue
+            body = orjson.loads(resp.body)
+            items.extend(body.get("items") or ())
+            meta = body.get("metadata") or {}
+            token = meta.get("continue")
+            page += 1
+            if not token:
+                rv = meta.get("resourceVersion") or ""
+                break
+            query["continue"] = token
+        kind, api_version, transform = self._kind, self._api_version, self._transform
+        objs: list[Obj] = []
+        append = objs.append
+        for item in items:
+            # List items carry no kind/apiVersion; watch objects do. Make them look alike.
+            item["kind"] = kind
+            item["apiVersion"] = api_version
+            append(transform(item) if transform is not None else item)
+        self._sink.replace(self._scope, objs, rv)
+        self.resource_version = rv
+        self.lists += 1
+
+    # -- watch -------------------------------------------------------------------------------
+    async def _watch(self) -> None:
+        """One watch request from ``resource_version``, supervised for stalls.
+
+        Returns when the server ends the stream cleanly; raises on errors, on a stall and on a
+        short empty watch.
+        """
+        cfg = self._config
+        query = dict(self._selectors)
+        query["watch"] = "1"
+        query["resourceVersion"] = self.resource_version
+        if cfg.allow_watch_bookmarks:
+            query["allowWatchBookmarks"] = "true"
+        lo, hi = cfg.watch_timeout
+        query["timeoutSeconds"] = str(int(random.uniform(lo, hi)))
+        self.watches += 1
+        started = time.monotonic()
+        consumer = asyncio.create_task(self._consume(query), name=f"watch {self.description}")
+        try:
+            tick = max(cfg.stall_timeout / 4, 0.01)
+            seen = self.progress
+            last_move = time.monotonic()
+            while True:
+                done, _ = await asyncio.wait((consumer,), timeout=tick)
+                if done:
+                    break
+                now = time.monotonic()
+                if self.progress != seen:
+                    seen, last_move = self.progress, now
+                elif now - last_move >= cfg.stall_timeout:
+                    raise WatchStalledError(f"watch stalled: nothing received for {cfg.stall_timeout:g}s")
+        finally:
+            if not consumer.done():
+                consumer.cancel()
+                await asyncio.wait((consumer,))
+        events = consumer.result()  # re-raises the stream's error
+        if events == 0 and time.monotonic() - started < 1.0:
+            raise _ShortWatchError("very short watch: the server closed it at once without events")
+        if events:
+            self._backoff.reset()
+
+    async def _consume(self, query: dict[str, str]) -> int:
+        """Read one watch stream to its end; returns the number of lines received."""
+        sink_event = self._sink.watch_event
+        transform = self._transform
+        loads = orjson.loads
+        n = 0
+        async with self._transport.stream(self._path, query=query) as lines:
+            async for line in lines:
+                self.progress += 1
+                try:
+                    event = loads(line)
+                except orjson.JSONDecodeError:
+                    if not line.strip():
+                        continue
+                    raise
+                etype = event["type"]
+                obj = event["object"]
+                n += 1
+                if etype == "BOOKMARK":
+                    self.resource_version = obj["metadata"]["resourceVersion"]
+                    continue
+                if etype == "ERROR":
+                    raise api_error_from_status(
+                        obj, method="WATCH", url=self._path, cluster=self._transport.cluster_name
+                    )
+                rv = obj["metadata"]["resourceVersion"]
+                if transform is not None:
+                    obj = transform(obj)
+                sink_event(etype, obj)
+                self.resource_version = rv
+        return n
