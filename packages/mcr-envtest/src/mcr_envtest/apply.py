@@ -1,39 +1,211 @@
-"""Server-side apply and managedFields (first cut)."""
+"""Server-side apply and ``metadata.managedFields`` bookkeeping (F14).
+
+Each manager entry (manager, operation, subresource) owns a set of field paths
+(:mod:`._fieldpath`). An apply by manager M:
+
+* conflicts on every field M's configuration sets to a value different from the live one when
+  another manager owns that field; without ``force`` that is an :class:`ApplyConflict` (409),
+  with ``force`` M takes the field over;
+* merges the configuration into the live object (maps by key, keyed lists by item, sets by
+  union, everything else replaced);
+* removes the fields M applied before but no longer applies, unless another manager owns them;
+* makes M's ``Apply`` entry exactly the set its configuration names.
+
+Any other write (:func:`record_update`) gives its manager's ``Update`` entry the fields it changed
+and takes them from everyone else; fields that disappeared leave every set.
+"""
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from . import _fieldpath as fp
+from . import _schema
+from .openapi import crd_version_schema
+
+if TYPE_CHECKING:
+    from .resources import ResourceInfo
+
+__all__ = ["ApplyConflict", "apply_patch", "managed_sets", "record_update"]
+
+EntryKey = tuple[str, str, str]  # (manager, operation, subresource or "")
 
 
 class ApplyConflict(Exception):
-    """Raised when an apply would take fields owned by other managers without ``force``."""
+    """An apply would change fields other managers own and ``force`` was not set.
 
-    def __init__(self, causes: list[dict[str, Any]]) -> None:
-        self.causes = causes
-        n = len(causes)
-        self.message = f"Apply failed with {n} conflict{'s' if n != 1 else ''}: " + "; ".join(
-            f"{c['message']}: {c['field']}" for c in causes
-        )
+    ``causes`` are Status causes (``type``/``reason`` ``FieldManagerConflict``, ``message``
+    ``conflict with "mgr" using v1``, ``field`` ``.spec.x``); ``message`` is the Status message.
+    """
+
+    def __init__(self, conflicts: list[tuple[str, str]]) -> None:
+        """``conflicts``: (manager description, field path) pairs, in a stable order."""
+        self.causes: list[dict[str, Any]] = [
+            {"type": "FieldManagerConflict", "reason": "FieldManagerConflict", "message": who, "field": field}
+            for who, field in conflicts
+        ]
+        n = len(conflicts)
+        if n == 1:
+            detail = f"{conflicts[0][0]}: {conflicts[0][1]}"
+        else:
+            by_manager: dict[str, list[str]] = {}
+            for who, field in conflicts:
+                by_manager.setdefault(who, []).append(field)
+            lines: list[str] = []
+            for who, fields in by_manager.items():
+                lines.append(who.replace("conflict with", "conflicts with", 1) + ":")
+                lines.extend(f"- {f}" for f in fields)
+            detail = "\n".join(lines)
+        self.message = f"Apply failed with {n} conflict{'' if n == 1 else 's'}: {detail}"
         super().__init__(self.message)
 
 
-def apply_patch(
-    info: Any, current: dict[str, Any] | None, applied: dict[str, Any], *, manager: str, force: bool, now: str
-) -> dict[str, Any]:
-    """Return the object after applying ``applied`` as ``manager``."""
-    out = copy.deepcopy(current) if current is not None else {}
-    for k, v in applied.items():
-        if k == "metadata" and isinstance(v, dict):
-            md = out.setdefault("metadata", {})
-            md.update(copy.deepcopy(v))
-        else:
-            out[k] = copy.deepcopy(v)
+def _schema_for(info: ResourceInfo) -> dict[str, Any] | None:
+    if info.crd is not None:
+        return crd_version_schema(info.crd, info.version)
+    if info.model is not None and _schema.model_class(info.model) is not None:
+        return _schema.model_schema(info.model)
+    return None
+
+
+def managed_sets(obj: dict[str, Any] | None) -> dict[EntryKey, tuple[dict[str, Any], fp.FieldSet]]:
+    """The managedFields of ``obj`` as {(manager, operation, subresource): (entry, paths)}."""
+    out: dict[EntryKey, tuple[dict[str, Any], fp.FieldSet]] = {}
+    if not obj:
+        return out
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        if not isinstance(entry, dict) or not entry.get("manager"):
+            continue
+        key = (
+            str(entry["manager"]),
+            str(entry.get("operation", "Update")),
+            str(entry.get("subresource") or ""),
+        )
+        paths = fp.decode(entry.get("fieldsV1") or {})
+        if key in out:
+            paths |= out[key][1]
+        out[key] = (entry, paths)
     return out
 
 
+def _entry(
+    info: ResourceInfo, key: EntryKey, paths: fp.FieldSet, now: str, api_version: str
+) -> dict[str, Any]:
+    manager, operation, subresource = key
+    entry: dict[str, Any] = {
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": api_version or info.api_version,
+        "time": now,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fp.encode(paths),
+    }
+    if subresource:
+        entry["subresource"] = subresource
+    return entry
+
+
+def _store(
+    info: ResourceInfo,
+    obj: dict[str, Any],
+    sets: dict[EntryKey, tuple[dict[str, Any], fp.FieldSet]],
+    touched: dict[EntryKey, str],
+) -> None:
+    """Write ``sets`` back as managedFields; entries in ``touched`` get a fresh time/apiVersion."""
+    entries: list[dict[str, Any]] = []
+    for key, (entry, paths) in sets.items():
+        kept = {p for p in paths if fp.get(obj, p) is not fp.MISSING}
+        if not kept:
+            continue
+        if key in touched:
+            entries.append(_entry(info, key, kept, touched[key], info.api_version))
+        elif kept != fp.decode(entry.get("fieldsV1") or {}):
+            entries.append({**entry, "fieldsV1": fp.encode(kept)})
+        else:
+            entries.append(entry)
+    entries.sort(key=lambda e: e.get("operation") != "Apply")
+    md = obj.setdefault("metadata", {})
+    if entries:
+        md["managedFields"] = entries
+    else:
+        md.pop("managedFields", None)
+
+
+def _who(key: EntryKey, entry: dict[str, Any], info: ResourceInfo) -> str:
+    manager, _op, subresource = key
+    sub = f' with subresource "{subresource}"' if subresource else ""
+    return f'conflict with "{manager}"{sub} using {entry.get("apiVersion") or info.api_version}'
+
+
+def apply_patch(
+    info: ResourceInfo,
+    current: dict[str, Any] | None,
+    applied: dict[str, Any],
+    *,
+    manager: str,
+    force: bool,
+    now: str,
+) -> dict[str, Any]:
+    """Return the object after ``manager`` applies the configuration ``applied`` to ``current``.
+
+    ``current`` None means the object does not exist yet (apply creates it). Neither input is
+    modified. Raises :class:`ApplyConflict` when fields owned by other managers would change and
+    ``force`` is false; raises ValueError when ``applied`` is not an object.
+    """
+    if not isinstance(applied, dict):
+        raise ValueError("an apply configuration must be a JSON or YAML object")
+    schema = _schema_for(info)
+    config = copy.deepcopy(applied)
+    (config.get("metadata") or {}).pop("managedFields", None)
+    new_set = fp.field_set(config, schema)
+    if info.status_subresource:
+        new_set = {p for p in new_set if p[:1] != ("f:status",)}
+    me: EntryKey = (manager, "Apply", "")
+    sets = managed_sets(current)
+    base = current if current is not None else {}
+
+    conflicts: list[tuple[str, str]] = []
+    taken: dict[EntryKey, fp.FieldSet] = {}
+    for key, (entry, paths) in sets.items():
+        if key == me:
+            continue
+        for path in sorted(paths & new_set):
+            live = fp.get(base, path)
+            want = fp.get(config, path)
+            if path[-1].startswith(("k:", "v:")) or live == want:
+                continue
+            conflicts.append((_who(key, entry, info), fp.describe(path)))
+            taken.setdefault(key, set()).add(path)
+    if conflicts and not force:
+        raise ApplyConflict(conflicts)
+
+    result: dict[str, Any] = fp.merge(base, config, schema)
+    previous = sets.get(me, ({}, set()))[1]
+    others: fp.FieldSet = set()
+    for key, (_, paths) in sets.items():
+        if key != me:
+            others |= paths - taken.get(key, set())
+    removed = sorted(previous - new_set, key=len)
+    done: list[fp.Path] = []
+    for path in removed:
+        if any(path[: len(d)] == d for d in done):
+            continue
+        if any(o[: len(path)] == path for o in others):
+            continue
+        fp.remove(result, path)
+        done.append(path)
+
+    for key, paths in taken.items():
+        entry, old_paths = sets[key]
+        sets[key] = (entry, old_paths - paths)
+    sets[me] = ({}, new_set)
+    _store(info, result, sets, {me: now})
+    return result
+
+
 def record_update(
-    info: Any,
+    info: ResourceInfo,
     old: dict[str, Any] | None,
     new: dict[str, Any],
     *,
@@ -42,5 +214,41 @@ def record_update(
     subresource: str | None,
     now: str,
 ) -> dict[str, Any]:
-    """Return ``new`` with managedFields updated for a non-apply write."""
-    return new
+    """Return ``new`` with managedFields updated for a non-apply write by ``manager``.
+
+    ``old`` is the live object (None on create). A ``managedFields`` in ``new`` that differs from
+    the live one replaces it (``[{}]`` clears all tracking, and this write is then not recorded);
+    an absent one keeps the live entries. ``new`` is not modified.
+    """
+    out = copy.deepcopy(new)
+    md = out.setdefault("metadata", {})
+    sent = md.get("managedFields")
+    if isinstance(sent, list) and sent and all(isinstance(e, dict) and not e for e in sent):
+        md.pop("managedFields", None)
+        return out
+    old_md = (old or {}).get("metadata") or {}
+    source = out if isinstance(sent, list) and sent != old_md.get("managedFields") else old
+    sets = managed_sets(source)
+    schema = _schema_for(info)
+    new_paths = fp.field_set(out, schema)
+    if info.status_subresource:
+        if subresource == "status":
+            new_paths = {p for p in new_paths if p[:1] == ("f:status",)}
+        else:
+            new_paths = {p for p in new_paths if p[:1] != ("f:status",)}
+    if old is None:
+        changed = new_paths
+    else:
+        changed = {p for p in new_paths if fp.get(old, p) != fp.get(out, p) or p[-1].startswith(("k:", "v:"))}
+        changed = {p for p in changed if fp.get(old, p) is fp.MISSING or not p[-1].startswith(("k:", "v:"))}
+    me: EntryKey = (manager, operation or "Update", subresource or "")
+    touched: dict[EntryKey, str] = {}
+    if changed:
+        for key, (entry, paths) in list(sets.items()):
+            if key != me and paths & changed:
+                sets[key] = (entry, paths - changed)
+        entry, mine = sets.get(me, ({}, set()))
+        sets[me] = (entry, mine | changed)
+        touched[me] = now
+    _store(info, out, sets, touched)
+    return out
