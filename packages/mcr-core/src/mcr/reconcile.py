@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
-from collections.abc import Awaitable
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["Reconciler", "Request", "Result", "current_cluster"]
+__all__ = ["ReconcileFunc", "Reconciler", "Request", "Result", "as_reconcile_func", "current_cluster"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +65,39 @@ def current_cluster() -> str:
     For code that only receives a plain request or object and needs to know which cluster it is in.
     """
     return _current_cluster.get()
+
+
+ReconcileFunc: TypeAlias = Callable[[Request], Awaitable[Result | None]]
+"""The normalised form the controller calls: ``async def (req) -> Result | None``."""
+
+
+def as_reconcile_func(reconciler: object) -> ReconcileFunc:
+    """Normalise what a user hands the builder into an async function of a request.
+
+    Accepts an ``async def reconcile(req)`` function, an object with such a ``reconcile`` method,
+    or a plain (sync) function or method, which then runs in the default thread pool with the
+    caller's context (so :func:`current_cluster` works inside it). A sync callable that returns an
+    awaitable has that awaitable awaited. Raises ``TypeError`` for anything else (naming it).
+    """
+    if reconciler is None:
+        raise TypeError("must provide a non-nil reconciler (got None)")
+    fn: Any = reconciler
+    if not callable(fn) or (hasattr(fn, "reconcile") and not inspect.isroutine(fn)):
+        fn = getattr(reconciler, "reconcile", None)
+        if fn is None or not callable(fn):
+            raise TypeError(
+                f"reconciler {reconciler!r} is neither a function of a Request nor an object with a "
+                "reconcile(req) method"
+            )
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
+        return fn  # type: ignore[no-any-return]  # checked: an async callable of a request
+    sync_fn = fn
+
+    async def run_in_thread(req: Request) -> Result | None:
+        result = await asyncio.to_thread(sync_fn, req)
+        if inspect.isawaitable(result):
+            result = await result
+        return result  # type: ignore[no-any-return]  # the user's return value, checked by the caller
+
+    run_in_thread.__qualname__ = getattr(sync_fn, "__qualname__", "reconcile")
+    return run_in_thread

@@ -1,0 +1,423 @@
+"""The controller: per-cluster sources feed one fair work queue that workers drain into a reconciler.
+
+A :class:`Controller` is both a runnable (:meth:`Controller.start` runs the workers until
+cancelled) and multi-cluster *aware* (:meth:`Controller.engage` runs one cluster's watches for as
+long as the cluster is engaged). Result semantics follow controller-runtime:
+
+=======================  ===================================================  ================
+reconcile outcome        queue action                                         ``result`` label
+=======================  ===================================================  ================
+returns None / Result()  forget (clear backoff)                               success
+``requeue_after > 0``    forget, then add after the delay (with ``priority``)  requeue_after
+raises TerminalError     forget, no requeue; counted as error and terminal    error
+raises anything else     add rate-limited (per-item backoff), logged w/ trace  error
+=======================  ===================================================  ================
+
+What mcr does beyond upstream: engagement never blocks (each watch syncs in its own task with the
+cache sync timeout and retries with backoff, a kind missing in one cluster is retried there
+without failing the other watches); disengagement purges the cluster's queued and backed-off
+items and cancels its in-flight reconciles; requests for clusters that are no longer engaged are
+dropped; logs and metrics carry the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mcr import metrics
+from mcr.errors import ClusterNotFoundError, TerminalError
+from mcr.log import log_context
+from mcr.ratelimit import RateLimiter
+from mcr.reconcile import Request, Result, _current_cluster, as_reconcile_func
+from mcr.source import Channel, Kind, kind_name
+from mcr.workqueue import QueueShutDown, WorkQueue
+
+if TYPE_CHECKING:
+    from mcr.cache.handlers import Registration
+    from mcr.cluster import Cluster
+
+__all__ = ["ClusterFilter", "Controller"]
+
+log = logging.getLogger("mcr.controller")
+
+ClusterFilter = Callable[[str, "Cluster"], bool]
+
+_names: weakref.WeakValueDictionary[str, Controller] = weakref.WeakValueDictionary()
+
+
+class _Engagement:
+    """One cluster's engagement: its watch tasks and their states."""
+
+    __slots__ = ("cluster", "name", "states", "superseded", "tasks")
+
+    def __init__(self, name: str, cluster: Cluster) -> None:
+        self.name = name
+        self.cluster = cluster
+        self.tasks: dict[Kind, asyncio.Task[None]] = {}
+        self.states: dict[Kind, str] = {}
+        self.superseded = asyncio.Event()
+
+    def state(self) -> str:
+        """``synced`` when every watch synced, ``failed`` if one is failing, else ``pending``."""
+        values = self.states.values()
+        if any(v == "failed" for v in values):
+            return "failed"
+        if all(v == "synced" for v in values):
+            return "synced"
+        return "pending"
+
+    async def stop(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        if self.tasks:
+            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        self.tasks.clear()
+
+
+class Controller:
+    """Reconciles requests from its sources with ``reconciler`` across every engaged cluster.
+
+    ``reconciler``: an ``async def (req) -> Result | None``, an object with such a ``reconcile``
+    method, or a sync function (run in a thread). Options (controller-runtime defaults):
+    ``max_concurrent_reconciles`` (1), ``rate_limiter`` (per-item exponential 5 ms..1000 s),
+    ``cache_sync_timeout`` (120 s, per watch and cluster), ``reconcile_timeout`` (none; a timeout
+    counts as an error), ``need_leader_election`` (true), ``cluster_filter`` (``fn(name, cluster)``:
+    clusters it rejects are not watched at all), ``skip_name_validation`` (names must be unique
+    among live controllers, else ``ValueError``), ``engage_retry`` (first and longest delay between
+    attempts to start a failed watch; 1 s and 60 s).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        reconciler: object,
+        *,
+        max_concurrent_reconciles: int = 1,
+        rate_limiter: RateLimiter | None = None,
+        cache_sync_timeout: float = 120.0,
+        reconcile_timeout: float | None = None,
+        need_leader_election: bool = True,
+        cluster_filter: ClusterFilter | None = None,
+        skip_name_validation: bool = False,
+        engage_retry: tuple[float, float] = (1.0, 60.0),
+    ) -> None:
+        if not name:
+            raise ValueError("a controller needs a name")
+        if max_concurrent_reconciles < 1:
+            raise ValueError(
+                f"controller {name!r}: max_concurrent_reconciles must be >= 1, "
+                f"got {max_concurrent_reconciles}"
+            )
+        if not skip_name_validation:
+            if name in _names:
+                raise ValueError(
+                    f"controller with name {name!r} already exists; controller names must be unique "
+                    "(or pass skip_name_validation=True)"
+                )
+            _names[name] = self
+        self.name = name
+        self._reconcile = as_reconcile_func(reconciler)
+        self.reconciler = reconciler
+        self.max_concurrent_reconciles = max_concurrent_reconciles
+        self.cache_sync_timeout = cache_sync_timeout
+        self.reconcile_timeout = reconcile_timeout
+        self._need_leader_election = need_leader_election
+        self.cluster_filter = cluster_filter
+        self.engage_retry = engage_retry
+        self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=rate_limiter)
+        self._kinds: list[Kind] = []
+        self._channels: list[Channel] = []
+        self._engagements: dict[str, _Engagement] = {}
+        self._ever_engaged = False
+        self._inflight: dict[Request, asyncio.Task[Any]] = {}
+        self._aborted: set[Request] = set()
+        self._started = False
+        self._cluster_metrics: dict[str, _ClusterMetrics] = {}
+        self._active = metrics.ACTIVE_WORKERS.labels(name)
+        metrics.MAX_CONCURRENT_RECONCILES.labels(name).set(max_concurrent_reconciles)
+        self._active.set(0)
+
+    def __repr__(self) -> str:
+        return f"Controller({self.name!r})"
+
+    # --- wiring -------------------------------------------------------------------------------
+
+    def watch(self, source: Kind | Channel) -> None:
+        """Add a source. A :class:`Kind` also starts on every cluster already engaged."""
+        if isinstance(source, Kind):
+            self._kinds.append(source)
+            for eng in self._engagements.values():
+                if self._selects(eng.name, eng.cluster) and source.should_engage(eng.name, eng.cluster):
+                    self._start_watch(eng, source)
+        elif isinstance(source, Channel):
+            if self._started:
+                raise RuntimeError(f"controller {self.name!r}: add Channel sources before start()")
+            self._channels.append(source)
+        else:
+            raise TypeError(f"controller {self.name!r}: not a source: {source!r}")
+
+    def need_leader_election(self) -> bool:
+        """Whether the manager runs this controller only while it holds leadership."""
+        return self._need_leader_election
+
+    # --- clusters -----------------------------------------------------------------------------
+
+    def clusters(self) -> dict[str, str]:
+        """Engaged clusters and their watch state: ``pending``, ``synced``, ``failed`` (or ``filtered``)."""
+        return {
+            name: (eng.state() if self._selects(name, eng.cluster) else "filtered")
+            for name, eng in self._engagements.items()
+        }
+
+    def _selects(self, name: str, cluster: Cluster) -> bool:
+        return self.cluster_filter is None or bool(self.cluster_filter(name, cluster))
+
+    async def engage(self, name: str, cluster: Cluster) -> None:
+        """Watch ``cluster`` for as long as this call runs (see :class:`mcr.multicluster.Aware`).
+
+        Returns nothing while engaged; it does not wait for caches (each watch syncs in the
+        background with ``cache_sync_timeout`` and retries with backoff). Cancellation is
+        disengagement: the cluster's registrations are removed, its queued, delayed and backed-off
+        requests purged, its in-flight reconciles cancelled; then ``CancelledError`` propagates.
+        Engaging ``name`` again (same or another cluster object) replaces the earlier engagement,
+        whose call then returns without purging anything.
+        """
+        old = self._engagements.get(name)
+        if old is not None:
+            old.superseded.set()
+            await old.stop()
+        eng = _Engagement(name, cluster)
+        self._engagements[name] = eng
+        self._ever_engaged = True
+        if self._selects(name, cluster):
+            for src in self._kinds:
+                if src.should_engage(name, cluster):
+                    self._start_watch(eng, src)
+        try:
+            await eng.superseded.wait()
+        except asyncio.CancelledError:
+            await self._disengage(eng)
+            raise
+        await eng.stop()
+
+    async def _disengage(self, eng: _Engagement) -> None:
+        await eng.stop()
+        if self._engagements.get(eng.name) is not eng:
+            return  # replaced meanwhile: the new engagement owns the queue entries
+        del self._engagements[eng.name]
+        dropped = self.queue.forget_cluster(eng.name)
+        cancelled = 0
+        for req, task in list(self._inflight.items()):
+            if req.cluster_name == eng.name and req not in self._aborted:
+                self._aborted.add(req)
+                task.cancel()
+                cancelled += 1
+        log.info(
+            "disengaged cluster: dropped %d queued requests, cancelled %d reconciles",
+            dropped,
+            cancelled,
+            extra={"controller": self.name, "cluster": eng.name},
+        )
+
+    def _start_watch(self, eng: _Engagement, src: Kind) -> None:
+        eng.states[src] = "pending"
+        eng.tasks[src] = asyncio.get_running_loop().create_task(
+            self._run_watch(eng, src), name=f"mcr-watch-{self.name}-{eng.name}-{kind_name(src.kind)}"
+        )
+
+    async def _run_watch(self, eng: _Engagement, src: Kind) -> None:
+        """Start ``src`` on ``eng``'s cluster, retrying with backoff; hold it until cancelled."""
+        delay, longest = self.engage_retry
+        while True:
+            registration: Registration | None = None
+            try:
+                registration = await src.start_for_cluster(
+                    eng.name, eng.cluster, self.queue, sync_timeout=self.cache_sync_timeout
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001  # any failure of one watch: retry it, keep the others
+                eng.states[src] = "failed"
+                log.warning(
+                    "watch of %s failed in cluster %r, retrying in %.1fs: %s",
+                    kind_name(src.kind),
+                    eng.name,
+                    delay,
+                    exc,
+                    extra={"controller": self.name, "cluster": eng.name},
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, longest)
+                continue
+            eng.states[src] = "synced"
+            log.debug(
+                "watching %s",
+                kind_name(src.kind),
+                extra={"controller": self.name, "cluster": eng.name},
+            )
+            try:
+                await asyncio.get_running_loop().create_future()  # until cancelled
+            finally:
+                registration.remove()
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Run the workers (and Channel sources) until cancelled; a runnable for the manager.
+
+        On cancellation: stops handing out requests, lets in-flight reconciles finish (a second
+        cancellation cuts that short), then stops the workers and re-raises. Calling it twice is an
+        error. The controller's name is released when it stops.
+        """
+        if self._started:
+            raise RuntimeError(f"controller {self.name!r} was already started")
+        self._started = True
+        loop = asyncio.get_running_loop()
+        workers = [
+            loop.create_task(self._worker(), name=f"mcr-worker-{self.name}-{i}")
+            for i in range(self.max_concurrent_reconciles)
+        ]
+        channels = [
+            loop.create_task(ch.run(self.queue), name=f"mcr-channel-{self.name}") for ch in self._channels
+        ]
+        try:
+            await asyncio.wait(workers)
+        finally:
+            try:
+                await self.queue.shutdown(drain=True)
+            finally:
+                for task in (*workers, *channels):
+                    task.cancel()
+                await asyncio.gather(*workers, *channels, return_exceptions=True)
+                if _names.get(self.name) is self:
+                    del _names[self.name]
+
+    async def _worker(self) -> None:
+        queue = self.queue
+        while True:
+            try:
+                req = await queue.get()
+            except QueueShutDown:
+                return
+            try:
+                await self._process(req)
+            except Exception:
+                # _process handles every reconciler outcome; reaching here is a bug in mcr, and
+                # a worker must survive it.
+                metrics.RECONCILE_PANICS_TOTAL.labels(self.name, req.cluster_name).inc()
+                log.exception("internal error while processing %s", req, extra={"controller": self.name})
+            finally:
+                queue.done(req)
+
+    def _metrics_for(self, cluster: str) -> _ClusterMetrics:
+        m = self._cluster_metrics.get(cluster)
+        if m is None:
+            m = self._cluster_metrics[cluster] = _ClusterMetrics(self.name, cluster)
+        return m
+
+    async def _process(self, req: Request) -> None:
+        cluster = req.cluster_name
+        queue = self.queue
+        if self._ever_engaged and cluster not in self._engagements:
+            queue.forget(req)
+            log.debug("dropping %s: cluster %r is not engaged", req, cluster, extra={"controller": self.name})
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        m = self._metrics_for(cluster)
+        self._inflight[req] = task
+        token = _current_cluster.set(cluster)
+        self._active.inc()
+        start = time.perf_counter()
+        try:
+            with log_context(controller=self.name, cluster=cluster, namespace=req.namespace, name=req.name):
+                try:
+                    if self.reconcile_timeout is None:
+                        result = await self._reconcile(req)
+                    else:
+                        async with asyncio.timeout(self.reconcile_timeout):
+                            result = await self._reconcile(req)
+                except asyncio.CancelledError:
+                    if req in self._aborted:
+                        self._aborted.discard(req)
+                        if task.uncancel() == 0:
+                            queue.forget(req)
+                            log.info("reconcile cancelled: cluster disengaged")
+                            return
+                    raise
+                except TerminalError:
+                    queue.forget(req)
+                    m.error.inc()
+                    m.errors.inc()
+                    m.terminal.inc()
+                    log.exception("terminal reconciler error (not requeued)")
+                    return
+                except ClusterNotFoundError as exc:
+                    queue.forget(req)
+                    m.success.inc()
+                    log.debug("dropping request: %s", exc)
+                    return
+                except Exception as exc:
+                    queue.add_rate_limited(req)
+                    m.error.inc()
+                    m.errors.inc()
+                    if isinstance(exc, TimeoutError) and self.reconcile_timeout is not None:
+                        m.timeouts.inc()
+                    log.exception("reconciler error")
+                    return
+                self._handle_result(req, result, m)
+        finally:
+            m.time.observe(time.perf_counter() - start)
+            self._active.dec()
+            _current_cluster.reset(token)
+            if self._inflight.get(req) is task:
+                del self._inflight[req]
+            if req in self._aborted:
+                # Disengagement cancelled us, but the reconciler finished anyway (it swallowed
+                # the cancellation, or finished first): take the cancellation back.
+                self._aborted.discard(req)
+                task.uncancel()
+
+    def _handle_result(self, req: Request, result: object, m: _ClusterMetrics) -> None:
+        queue = self.queue
+        if result is None:
+            queue.forget(req)
+            m.success.inc()
+            return
+        if not isinstance(result, Result):
+            queue.add_rate_limited(req)
+            m.error.inc()
+            m.errors.inc()
+            log.error(
+                "reconciler returned %r, expected mcr.Result or None; requeued with backoff",
+                type(result).__name__,
+            )
+            return
+        after = result.requeue_after
+        if after is not None and after > 0:
+            queue.forget(req)
+            queue.add_after(req, after, result.priority or 0)
+            m.requeue_after.inc()
+        else:
+            queue.forget(req)
+            m.success.inc()
+
+
+class _ClusterMetrics:
+    """One (controller, cluster)'s metric children, bound once."""
+
+    __slots__ = ("error", "errors", "requeue_after", "success", "terminal", "time", "timeouts")
+
+    def __init__(self, controller: str, cluster: str) -> None:
+        self.success = metrics.RECONCILE_TOTAL.labels(controller, "success", cluster)
+        self.error = metrics.RECONCILE_TOTAL.labels(controller, "error", cluster)
+        self.requeue_after = metrics.RECONCILE_TOTAL.labels(controller, "requeue_after", cluster)
+        self.errors = metrics.RECONCILE_ERRORS_TOTAL.labels(controller, cluster)
+        self.terminal = metrics.TERMINAL_RECONCILE_ERRORS_TOTAL.labels(controller, cluster)
+        self.timeouts = metrics.RECONCILE_TIMEOUTS_TOTAL.labels(controller, cluster)
+        self.time = metrics.RECONCILE_TIME_SECONDS.labels(controller, cluster)
