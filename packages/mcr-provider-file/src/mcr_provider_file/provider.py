@@ -1,0 +1,314 @@
+"""The file provider: every context of every kubeconfig file found is a cluster.
+
+Clusters are named ``"<absolute file path><separator><context>"`` (separator ``+`` by default).
+The provider polls its sources every ``interval`` seconds (2 by default): a file is re-read only when
+its modification time, size, inode or change time differ, and its clusters are re-engaged only when
+the content hash and then a context's connection settings differ. File reads and parsing run in a
+worker thread, never on the event loop.
+
+A file that cannot be read or parsed is reported (logged once per new reason, and listed by
+:meth:`FileProvider.problems`) and affects no other file; the clusters it had before keep running
+until it is readable again or removed, so an editor's half-written save does not flap them. A
+context that refers to an undefined cluster or user is reported the same way and is not engaged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob as globlib
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mcr.errors import ClusterNotFoundError
+from mcr.providers import Clusters
+from mcr_provider_file._kubeconfig import ContextSpec, KubeconfigProblem, split_contexts
+
+if TYPE_CHECKING:
+    from mcr.cluster import Cluster
+    from mcr.multicluster import Aware, ClusterName
+
+__all__ = ["DEFAULT_GLOBS", "FileProvider", "Problem"]
+
+log = logging.getLogger("mcr.providers.file")
+
+DEFAULT_GLOBS: tuple[str, ...] = (
+    "kubeconfig.yaml",
+    "kubeconfig.yml",
+    "*.kubeconfig",
+    "*.kubeconfig.yaml",
+    "*.kubeconfig.yml",
+)
+"""File name patterns matched inside each directory (upstream multicluster-runtime's defaults)."""
+
+ClusterFactory = Callable[[dict[str, Any], str, str], "Cluster"]
+"""``factory(kubeconfig_dict, context, cluster_name)`` → a cluster (not started)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a file (``context=None``) or one of its contexts yields no cluster right now."""
+
+    path: str
+    context: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"kubeconfig {self.path}" + (f", context {self.context!r}" if self.context else "")
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class _FileState:
+    stat_key: tuple[int, int, int, int]
+    digest: str | None = None
+    specs: list[ContextSpec] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+class FileProvider:
+    """Clusters from kubeconfig files, directories and globs.
+
+    ``kubeconfigs``: files (entries with ``*``, ``?`` or ``[`` are expanded as path globs);
+    ``directories``: directories whose files matching ``globs`` are read (not recursively). When
+    neither is given: the paths in ``$KUBECONFIG`` (split on ``os.pathsep``), else ``~/.kube/config``
+    if it exists, else the current directory. Missing files and directories are skipped (they may
+    appear later). ``cluster_options`` are passed to :meth:`mcr.cluster.Cluster.from_kubeconfig`;
+    ``cluster_factory`` replaces that call altogether.
+
+    The provider starts each cluster before engaging it and stops it after the disengagement.
+    Constructed directly or through ``mcr.providers.create("file", ...)``.
+    """
+
+    def __init__(
+        self,
+        kubeconfigs: Iterable[str | os.PathLike[str]] = (),
+        directories: Iterable[str | os.PathLike[str]] = (),
+        globs: Iterable[str] = DEFAULT_GLOBS,
+        *,
+        separator: str = "+",
+        interval: float = 2.0,
+        cluster_options: Mapping[str, Any] | None = None,
+        cluster_factory: ClusterFactory | None = None,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, got {interval!r}")
+        if not separator:
+            raise ValueError("separator must not be empty")
+        files = [os.fspath(p) for p in kubeconfigs]
+        dirs = [os.fspath(p) for p in directories]
+        if not files and not dirs:
+            files, dirs = _defaults()
+        self.kubeconfigs = [os.path.abspath(os.path.expanduser(p)) for p in files]
+        self.directories = [os.path.abspath(os.path.expanduser(p)) for p in dirs]
+        self.globs = list(globs)
+        self.separator = separator
+        self.interval = interval
+        self._cluster_options = dict(cluster_options or {})
+        self._factory = cluster_factory or self._from_kubeconfig
+        self._clusters = Clusters()
+        self._files: dict[str, _FileState] = {}
+        self._fingerprints: dict[str, str] = {}  # cluster name -> fingerprint of what it was built from
+        # cluster name -> (fingerprint, why no cluster could be built from those settings)
+        self._build_problems: dict[str, tuple[str, Problem]] = {}
+        self._reported: set[Problem] = set()
+        self._refresh_lock = asyncio.Lock()
+
+    # -- Provider ---------------------------------------------------------------------------------
+
+    async def get(self, name: ClusterName) -> Cluster:
+        """The cluster ``name`` (``"<path>+<context>"``); :class:`~mcr.ClusterNotFoundError` otherwise."""
+        try:
+            return await self._clusters.get(name)
+        except ClusterNotFoundError:
+            raise ClusterNotFoundError(
+                name, f"cluster {name!r} not found among the file provider's kubeconfig contexts"
+            ) from None
+
+    async def index_field(self, kind: Any, field: str, extract: Callable[[Any], list[str]]) -> None:
+        """Index ``field`` on every current and future cluster."""
+        await self._clusters.index_field(kind, field, extract)
+
+    async def start(self, aware: Aware) -> None:
+        """Load the files, engage their clusters with ``aware`` and follow changes until cancelled.
+
+        Cancelling stops the polling and disengages (and stops) every cluster. An error in one poll
+        is logged and the next poll runs as usual.
+        """
+        await self.refresh()
+        poller = asyncio.create_task(self._poll(), name="mcr-file-provider-poll")
+        try:
+            await self._clusters.run(aware)
+        finally:
+            poller.cancel()
+            try:
+                await poller
+            except asyncio.CancelledError:
+                if not poller.cancelled():
+                    raise
+
+    # -- inspection -------------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """The names of the current clusters, sorted."""
+        return self._clusters.names()
+
+    def problems(self) -> list[Problem]:
+        """Why some files or contexts yield no cluster at the last scan (empty when all are fine)."""
+        found = [p for state in self._files.values() for p in state.problems]
+        found.extend(problem for _, problem in self._build_problems.values())
+        return sorted(set(found), key=lambda p: (p.path, p.context or "", p.reason))
+
+    def cluster_name(self, path: str | os.PathLike[str], context: str) -> str:
+        """The name this provider gives ``context`` of the kubeconfig at ``path``."""
+        return f"{os.path.abspath(os.fspath(path))}{self.separator}{context}"
+
+    # -- scanning ---------------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Scan the sources now and engage, re-engage or disengage clusters to match them.
+
+        Concurrent calls run one after the other. Polling calls this every ``interval`` seconds.
+        """
+        async with self._refresh_lock:
+            previous = self._files
+            self._files = await asyncio.to_thread(self._scan, previous)
+            await self._apply()
+            self._report()
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.refresh()
+            except Exception:
+                log.exception(
+                    "file provider: scanning kubeconfig sources failed; retrying in %ss", self.interval
+                )
+
+    def _candidates(self) -> list[str]:
+        """The kubeconfig paths to read, de-duplicated, in a stable order. Runs in a worker thread."""
+        paths: list[str] = []
+        for entry in self.kubeconfigs:
+            if globlib.has_magic(entry):
+                paths.extend(sorted(p for p in globlib.glob(entry) if os.path.isfile(p)))
+            elif os.path.isfile(entry):
+                paths.append(entry)
+        for directory in self.directories:
+            if not os.path.isdir(directory):
+                continue
+            matched: set[str] = set()
+            for pattern in self.globs:
+                matched.update(p for p in globlib.glob(os.path.join(globlib.escape(directory), pattern)))
+            paths.extend(sorted(p for p in matched if os.path.isfile(p)))
+        return list(dict.fromkeys(os.path.abspath(p) for p in paths))
+
+    def _scan(self, previous: dict[str, _FileState]) -> dict[str, _FileState]:
+        """Read what changed since ``previous``. Runs in a worker thread; never raises for one file."""
+        states: dict[str, _FileState] = {}
+        for path in self._candidates():
+            try:
+                key = _stat_key(os.stat(path))
+            except OSError:
+                continue  # vanished between listing and stat: gone, like a removed file
+            old = previous.get(path)
+            if old is not None and old.stat_key == key:
+                states[path] = old
+                continue
+            states[path] = self._read(path, key, old)
+        return states
+
+    def _read(self, path: str, key: tuple[int, int, int, int], old: _FileState | None) -> _FileState:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            reason = f"cannot be read: {exc.strerror or type(exc).__name__}"
+            return self._failed(path, key, old, reason)
+        digest = hashlib.sha256(data).hexdigest()
+        if old is not None and old.digest == digest:
+            return _FileState(key, digest, old.specs, old.problems)
+        try:
+            specs, context_problems = split_contexts(data, path)
+        except KubeconfigProblem as exc:
+            return self._failed(path, key, old, exc.reason, digest)
+        problems = [Problem(path, p.context, p.reason) for p in context_problems]
+        return _FileState(key, digest, specs, problems)
+
+    @staticmethod
+    def _failed(
+        path: str,
+        key: tuple[int, int, int, int],
+        old: _FileState | None,
+        reason: str,
+        digest: str | None = None,
+    ) -> _FileState:
+        # Keep the last good contexts: a half-written or briefly unreadable file must not flap them.
+        kept = old.specs if old is not None else []
+        return _FileState(key, digest, kept, [Problem(path, None, reason)])
+
+    # -- reconciling clusters with the files ----------------------------------------------------
+
+    async def _apply(self) -> None:
+        desired: dict[str, tuple[str, ContextSpec]] = {}
+        for path, state in self._files.items():
+            for spec in state.specs:
+                desired[self.cluster_name(path, spec.context)] = (path, spec)
+        for name in [n for n in self._clusters.names() if n not in desired]:
+            log.info("file provider: cluster %r is gone; disengaging it", name)
+            self._fingerprints.pop(name, None)
+            await self._clusters.remove(name)
+        for name in [n for n in self._build_problems if n not in desired]:
+            del self._build_problems[name]
+        for name, (path, spec) in desired.items():
+            if self._fingerprints.get(name) == spec.fingerprint and name in self._clusters:
+                continue
+            failed = self._build_problems.get(name)
+            if failed is not None and failed[0] == spec.fingerprint:
+                continue  # already failed to build from exactly these settings
+            try:
+                cluster = self._factory(spec.kubeconfig, spec.context, name)
+            except Exception as exc:  # noqa: BLE001 -- reported as a problem of this context only
+                self._build_problems[name] = (spec.fingerprint, Problem(path, spec.context, str(exc)))
+                if name in self._clusters:
+                    # The new settings are unusable: the old cluster no longer matches the file.
+                    self._fingerprints.pop(name, None)
+                    await self._clusters.remove(name)
+                continue
+            self._build_problems.pop(name, None)
+            replaced = name in self._clusters
+            await self._clusters.add_or_replace(name, cluster)
+            self._fingerprints[name] = spec.fingerprint
+            log.info("file provider: %s cluster %r", "re-engaging" if replaced else "engaging", name)
+
+    def _report(self) -> None:
+        current = set(self.problems())
+        for problem in sorted(current - self._reported, key=str):
+            log.warning("file provider: %s", problem)
+        for problem in sorted(self._reported - current, key=str):
+            log.info("file provider: resolved: %s", problem)
+        self._reported = current
+
+    def _from_kubeconfig(self, kubeconfig: dict[str, Any], context: str, name: str) -> Cluster:
+        from mcr.cluster import Cluster
+
+        return Cluster.from_kubeconfig(kubeconfig, context=context, name=name, **self._cluster_options)
+
+
+def _defaults() -> tuple[list[str], list[str]]:
+    """Upstream's defaults: ``$KUBECONFIG``, else ``~/.kube/config`` if present, else the cwd."""
+    env = os.environ.get("KUBECONFIG", "")
+    files = [p for p in env.split(os.pathsep) if p]
+    if files:
+        return files, []
+    home = os.path.expanduser("~/.kube/config")
+    if os.path.isfile(home):
+        return [home], []
+    return [], [os.getcwd()]
