@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from mcr import metrics
+from mcr.ratelimit import BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter
+from mcr.reconcile import Request
+from mcr.testing import eventually
+from mcr.workqueue import LOW_PRIORITY, QueueShutDown, WorkQueue
+
+
+def req(name: str, cluster: str = "") -> Request:
+    return Request("ns", name, cluster)
+
+
+async def test_dedup_of_queued_items() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    q.add(req("a"))
+    q.add(req("a"))
+    q.add(req("b"))
+    assert len(q) == 2
+    assert await q.get() == req("a")
+    assert await q.get() == req("b")
+    assert q.get_nowait() is None
+
+
+async def test_add_while_processing_marks_dirty_and_requeues_after_done() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    q.add(req("a"))
+    item = await q.get()
+    q.add(req("a"))
+    q.add(req("a"))
+    assert len(q) == 0, "a processing item must not be handed out again before done()"
+    assert q.get_nowait() is None
+    q.done(item)
+    assert len(q) == 1
+    assert await q.get() == req("a")
+    q.done(req("a"))
+    assert q.get_nowait() is None
+
+
+async def test_priority_first_and_raised_on_re_add() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    q.add(req("low"), LOW_PRIORITY)
+    q.add(req("normal"))
+    q.add(req("high"), 10)
+    q.add(req("raised"), LOW_PRIORITY)
+    q.add(req("raised"), 20)
+    got = [await q.get() for _ in range(4)]
+    assert got == [req("raised"), req("high"), req("normal"), req("low")]
+
+
+async def test_fifo_within_one_priority() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    for i in range(50):
+        q.add(req(str(i)))
+    assert [(await q.get()).name for _ in range(50)] == [str(i) for i in range(50)]
+
+
+async def test_fair_across_clusters_with_a_big_backlog() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    for i in range(10_000):
+        q.add(req(f"a{i}", "A"))
+    q.add(req("b0", "B"))
+    first = [await q.get() for _ in range(3)]
+    assert req("b0", "B") in first[:2], first
+
+
+async def test_round_robin_over_three_clusters() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    for i in range(3):
+        for c in "XYZ":
+            q.add(req(f"{c}{i}", c))
+    order = [(await q.get()).cluster_name for _ in range(9)]
+    assert order == list("XYZXYZXYZ")
+
+
+async def test_add_after_waits_and_earliest_deadline_wins() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    start = time.monotonic()
+    q.add_after(req("a"), 0.3)
+    q.add_after(req("a"), 0.05)  # earlier wins
+    q.add_after(req("a"), 1.0)  # later is ignored
+    assert len(q) == 0
+    assert q.waiting() == 1
+    assert await asyncio.wait_for(q.get(), 2) == req("a")
+    elapsed = time.monotonic() - start
+    assert 0.05 <= elapsed < 0.3
+
+
+async def test_add_drops_a_pending_delay() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    q.add_after(req("a"), 0.05)
+    q.add(req("a"))
+    assert await q.get() == req("a")
+    q.done(req("a"))
+    await asyncio.sleep(0.1)  # past the old deadline: it must not fire a second time
+    assert len(q) == 0
+    assert q.waiting() == 0
+
+
+async def test_delays_share_one_timer_and_fire_in_order() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    tasks_before = len(asyncio.all_tasks())
+    for i in range(200):
+        q.add_after(req(str(i)), 0.01 + (199 - i) * 0.0005)
+    assert len(asyncio.all_tasks()) == tasks_before, "delays must not create a task per item"
+    got = [(await asyncio.wait_for(q.get(), 2)).name for _ in range(200)]
+    assert got == [str(i) for i in reversed(range(200))]
+
+
+async def test_rate_limited_backoff_doubles_from_5ms() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    item = req("a")
+    delays = []
+    for _ in range(7):
+        start = time.monotonic()
+        q.add_rate_limited(item)
+        got = await asyncio.wait_for(q.get(), 5)
+        delays.append(time.monotonic() - start)
+        q.done(got)
+    assert q.num_requeues(item) == 7
+    for n, measured in enumerate(delays):
+        expected = 0.005 * 2**n
+        assert expected - 0.002 <= measured <= expected + 0.08, (n, measured, delays)
+    q.forget(item)
+    assert q.num_requeues(item) == 0
+
+
+async def test_rate_limited_with_bucket_spaces_a_burst() -> None:
+    rl = MaxOfRateLimiter(ItemExponentialFailureRateLimiter(0.001, 1.0), BucketRateLimiter(qps=50, burst=2))
+    q: WorkQueue[Request] = WorkQueue(rate_limiter=rl)
+    start = time.monotonic()
+    for i in range(4):
+        q.add_rate_limited(req(str(i)))
+    for _ in range(4):
+        await asyncio.wait_for(q.get(), 2)
+    # two immediate tokens, then two more at 50 qps: the last one after ~40 ms
+    assert time.monotonic() - start >= 0.038
+
+
+async def test_forget_cluster_purges_queued_delayed_dirty_and_backoff() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    for i in range(5):
+        q.add(req(f"q{i}", "gone"))
+    q.add_after(req("delayed", "gone"), 0.05)
+    q.add_rate_limited(req("backoff", "gone"))
+    q.add(req("inflight", "gone"))
+    q.add(req("keep", "stay"))
+    q.add_after(req("keep-delayed", "stay"), 0.05)
+    inflight = await q.get()  # round-robin: "gone" was first
+    assert inflight == req("q0", "gone")
+    q.add(inflight)  # dirty while processing
+    dropped = q.forget_cluster("gone")
+    assert dropped == 7  # queued q1..q4 and "inflight", waiting "delayed" and "backoff"
+    assert q.depth_by_cluster() == {"stay": 1}
+    assert q.num_requeues(req("backoff", "gone")) == 0
+    q.done(inflight)  # was dirty, but purged: not requeued
+    await asyncio.sleep(0.08)
+    got = [q.get_nowait(), q.get_nowait(), q.get_nowait()]
+    assert set(got) == {req("keep", "stay"), req("keep-delayed", "stay"), None}
+    # the cluster can come back and is served again
+    q.add(req("again", "gone"))
+    assert await q.get() == req("again", "gone")
+
+
+async def test_shutdown_wakes_getters_and_ignores_adds() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    getter = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    await q.shutdown()
+    with pytest.raises(QueueShutDown):
+        await getter
+    q.add(req("a"))
+    assert len(q) == 0
+    with pytest.raises(QueueShutDown):
+        await q.get()
+
+
+async def test_shutdown_with_drain_waits_for_processing_items() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    q.add(req("a"))
+    item = await q.get()
+    drain = asyncio.create_task(q.shutdown(drain=True))
+    await asyncio.sleep(0.02)
+    assert not drain.done(), "drain must wait for the in-flight item"
+    q.done(item)
+    await asyncio.wait_for(drain, 1)
+
+
+async def test_cancelled_get_passes_its_wakeup_on() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    g1 = asyncio.create_task(q.get())
+    g2 = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.add(req("a"))  # wakes g1
+    g1.cancel()
+    assert await asyncio.wait_for(g2, 1) == req("a")
+    with pytest.raises(asyncio.CancelledError):
+        await g1
+
+
+async def test_metrics_follow_the_queue() -> None:
+    name = "wq-metrics-test"
+    labels = {"name": name, "controller": name}
+    q: WorkQueue[Request] = WorkQueue(name)
+
+    def sample(metric: str) -> float:
+        value = metrics.REGISTRY.get_sample_value(metric, labels)
+        assert value is not None, metric
+        return value
+
+    q.add(req("a"))
+    q.add(req("b"))
+    q.add(req("a"))
+    assert sample("workqueue_depth") == 2
+    assert sample("workqueue_adds_total") == 2
+    item = await q.get()
+    assert sample("workqueue_depth") == 1
+    assert sample("workqueue_queue_duration_seconds_count") == 1
+    await asyncio.sleep(0.02)
+    assert sample("workqueue_unfinished_work_seconds") >= 0.015
+    assert sample("workqueue_longest_running_processor_seconds") >= 0.015
+    q.done(item)
+    assert sample("workqueue_work_duration_seconds_count") == 1
+    assert sample("workqueue_unfinished_work_seconds") == 0
+    q.add_rate_limited(req("c"))
+    assert sample("workqueue_retries_total") == 1
+    await eventually(lambda: sample("workqueue_depth") == 2, timeout=2)
+
+
+async def test_per_item_cost_is_a_few_microseconds() -> None:
+    q: WorkQueue[Request] = WorkQueue("wq-cost-test")
+    items = [req(str(i), f"c{i % 10}") for i in range(20_000)]
+    start = time.perf_counter()
+    for it in items:
+        q.add(it)
+    for _ in items:
+        got = q.get_nowait()
+        assert got is not None
+        q.done(got)
+    per_item = (time.perf_counter() - start) / len(items)
+    assert per_item < 50e-6, f"{per_item * 1e6:.1f} µs per add+get+done"
