@@ -1,14 +1,49 @@
-"""Authentication (tokens, client certificates) and RBAC authorization (first cut: allow all)."""
+"""Authentication (bearer tokens, ServiceAccount tokens, client certificates) and RBAC (F30).
+
+:class:`Authenticator` maps a request's credentials to a :class:`UserInfo`: static bearer tokens
+the server registers (:meth:`Authenticator.add_token`), ServiceAccount tokens it issued through
+TokenRequest (HMAC-signed JWTs with an expiry), and TLS client certificates (CN = user, O =
+groups). :class:`Authorizer` evaluates RBAC Roles, ClusterRoles and their bindings as stored in
+the server, plus upstream's default grants (discovery and health paths, self reviews, and the
+``cluster-admin``/``admin``/``edit``/``view`` ClusterRoles when the store does not define them).
+"""
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import json
+import secrets
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from . import errors
+
+__all__ = [
+    "Authenticator",
+    "Authorizer",
+    "RequestAttributes",
+    "Unauthenticated",
+    "UserInfo",
+    "self_subject_access_review",
+    "self_subject_review",
+    "token_request",
+]
+
+AUTHENTICATED = "system:authenticated"
+UNAUTHENTICATED = "system:unauthenticated"
+MASTERS = "system:masters"
+DEFAULT_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
+RBAC = "rbac.authorization.k8s.io"
 
 
 @dataclass(frozen=True)
 class UserInfo:
-    """An authenticated user."""
+    """An authenticated (or anonymous) user: name, groups and an optional uid."""
 
     name: str
     groups: tuple[str, ...]
@@ -17,7 +52,12 @@ class UserInfo:
 
 @dataclass(frozen=True)
 class RequestAttributes:
-    """What a request wants to do, as RBAC sees it."""
+    """What a request wants to do, as RBAC sees it.
+
+    ``resource`` is the plural (``"deployments"``), ``verb`` an API verb (get, list, watch, create,
+    update, patch, delete, deletecollection) for resource requests or the lower-cased HTTP method
+    for non-resource requests (``path`` then matters).
+    """
 
     verb: str
     group: str
@@ -30,56 +70,427 @@ class RequestAttributes:
 
 
 class Unauthenticated(Exception):
-    """Credentials were presented but are invalid (401)."""
+    """Credentials were presented but are not valid (answered with 401)."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _with_authenticated(groups: tuple[str, ...]) -> tuple[str, ...]:
+    return groups if AUTHENTICATED in groups else (*groups, AUTHENTICATED)
 
 
 class Authenticator:
-    """Maps request credentials to users."""
+    """Maps request credentials to users; raises :class:`Unauthenticated` for bad credentials.
 
-    def __init__(self) -> None:
+    ``signing_key`` signs the ServiceAccount tokens this authenticator issues (random per
+    instance by default, so tokens do not survive a server process; pass a fixed key to keep them
+    valid across restarts).
+    """
+
+    def __init__(self, *, signing_key: bytes | None = None, issuer: str = DEFAULT_AUDIENCE) -> None:
         self._tokens: dict[str, UserInfo] = {}
+        self._key = signing_key or secrets.token_bytes(32)
+        self.issuer = issuer
 
     def add_token(self, token: str, user: UserInfo) -> None:
+        """Accept ``Authorization: Bearer <token>`` as ``user`` (replaces an earlier mapping)."""
         self._tokens[token] = user
 
+    def remove_token(self, token: str) -> None:
+        """Stop accepting a static token (no-op when unknown)."""
+        self._tokens.pop(token, None)
+
     def authenticate(self, request: Any) -> UserInfo | None:
+        """The user behind ``request`` (an aiohttp request), or None when it carries no credentials.
+
+        A bearer token wins over a client certificate. Raises :class:`Unauthenticated` for an
+        unknown, badly signed or expired token. Every authenticated user is in
+        ``system:authenticated``.
+        """
         header = request.headers.get("Authorization", "")
-        if header.startswith("Bearer "):
-            user = self._tokens.get(header[7:].strip())
-            if user is None:
-                raise Unauthenticated("invalid bearer token")
-            return user
+        if header:
+            scheme, _, token = header.partition(" ")
+            token = token.strip()
+            if scheme.lower() != "bearer" or not token:
+                raise Unauthenticated("unsupported Authorization header")
+            return self.user_for_token(token)
+        transport = getattr(request, "transport", None)
+        if transport is None:
+            return None
+        return _cert_user(transport.get_extra_info("peercert"), transport.get_extra_info("ssl_object"))
+
+    def user_for_token(self, token: str) -> UserInfo:
+        """The user a bearer token stands for; raises :class:`Unauthenticated` when invalid."""
+        user = self._tokens.get(token)
+        if user is not None:
+            return UserInfo(user.name, _with_authenticated(user.groups), user.uid)
+        if token.count(".") == 2:
+            return self._service_account_user(token)
+        raise Unauthenticated("invalid bearer token")
+
+    def issue_service_account_token(
+        self, namespace: str, name: str, uid: str, *, audiences: list[str], expiration_seconds: int
+    ) -> tuple[str, str]:
+        """Sign a ServiceAccount token; returns (token, expiration timestamp RFC 3339)."""
+        now = int(time.time())
+        exp = now + expiration_seconds
+        claims = {
+            "aud": audiences,
+            "exp": exp,
+            "iat": now,
+            "nbf": now,
+            "iss": self.issuer,
+            "jti": str(uuid.uuid4()),
+            "sub": f"system:serviceaccount:{namespace}:{name}",
+            "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": name, "uid": uid}},
+        }
+        header = _b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": "mcr-envtest"}).encode())
+        payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
+        signature = _b64(hmac.new(self._key, f"{header}.{payload}".encode(), hashlib.sha256).digest())
+        expires = dt.datetime.fromtimestamp(exp, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{header}.{payload}.{signature}", expires
+
+    def _service_account_user(self, token: str) -> UserInfo:
+        header, payload, signature = token.split(".")
+        want = hmac.new(self._key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+        try:
+            ok = hmac.compare_digest(want, _unb64(signature))
+            claims = json.loads(_unb64(payload))
+        except (ValueError, TypeError):
+            raise Unauthenticated("malformed bearer token") from None
+        if not ok or not isinstance(claims, dict):
+            raise Unauthenticated("invalid bearer token")
+        if not isinstance(claims.get("exp"), int) or claims["exp"] <= time.time():
+            raise Unauthenticated("token has expired")
+        k8s = claims.get("kubernetes.io") or {}
+        ns = str(k8s.get("namespace", ""))
+        sa = k8s.get("serviceaccount") or {}
+        return UserInfo(
+            f"system:serviceaccount:{ns}:{sa.get('name', '')}",
+            ("system:serviceaccounts", f"system:serviceaccounts:{ns}", AUTHENTICATED),
+            str(sa.get("uid", "")),
+        )
+
+
+def _cert_user(peercert: Any, ssl_object: Any) -> UserInfo | None:
+    """CN → user, O → groups, from a verified TLS peer certificate (None when there is none)."""
+    names: list[tuple[str, str]] = []
+    if isinstance(peercert, dict) and peercert.get("subject"):
+        for rdn in peercert["subject"]:
+            for attr, value in rdn:
+                names.append((attr, value))
+    elif ssl_object is not None:
+        der = ssl_object.getpeercert(binary_form=True)
+        if not der:
+            return None
+        from cryptography import x509
+        from cryptography.x509.oid import NameOID
+
+        cert = x509.load_der_x509_certificate(der)
+        for attr in cert.subject:
+            if attr.oid == NameOID.COMMON_NAME:
+                names.append(("commonName", str(attr.value)))
+            elif attr.oid == NameOID.ORGANIZATION_NAME:
+                names.append(("organizationName", str(attr.value)))
+    cn = next((v for a, v in names if a == "commonName"), "")
+    if not cn:
         return None
+    groups = tuple(v for a, v in names if a == "organizationName")
+    return UserInfo(cn, _with_authenticated(groups))
+
+
+# Upstream's bootstrap ClusterRoles, used when the store does not define one of these names.
+_WRITE = ["create", "delete", "deletecollection", "patch", "update"]
+_READ = ["get", "list", "watch"]
+DEFAULT_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
+    "cluster-admin": [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+        {"nonResourceURLs": ["*"], "verbs": ["*"]},
+    ],
+    "admin": [{"apiGroups": ["*"], "resources": ["*"], "verbs": [*_READ, *_WRITE]}],
+    "edit": [{"apiGroups": ["*"], "resources": ["*"], "verbs": [*_READ, *_WRITE]}],
+    "view": [{"apiGroups": ["*"], "resources": ["*"], "verbs": _READ}],
+}
+_PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version", "/version/")
+_DISCOVERY_PREFIXES = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version")
+_SELF_REVIEWS = {
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews"),
+    ("authentication.k8s.io", "selfsubjectreviews"),
+}
+
+
+def _has(values: Any, want: str) -> bool:
+    return isinstance(values, list) and ("*" in values or want in values)
+
+
+def _rule_allows(rule: dict[str, Any], attrs: RequestAttributes) -> bool:
+    if not _has(rule.get("verbs"), attrs.verb):
+        return False
+    if not attrs.resource_request:
+        urls = rule.get("nonResourceURLs")
+        if not isinstance(urls, list):
+            return False
+        return any(
+            u == "*" or u == attrs.path or (u.endswith("*") and attrs.path.startswith(u[:-1])) for u in urls
+        )
+    if not _has(rule.get("apiGroups"), attrs.group):
+        return False
+    resources = rule.get("resources")
+    if not isinstance(resources, list):
+        return False
+    if attrs.subresource:
+        full = f"{attrs.resource}/{attrs.subresource}"
+        ok = any(r in (full, "*", f"*/{attrs.subresource}", f"{attrs.resource}/*") for r in resources)
+    else:
+        ok = "*" in resources or attrs.resource in resources
+    if not ok:
+        return False
+    names = rule.get("resourceNames")
+    return not names or (bool(attrs.name) and attrs.name in names)
+
+
+def _subject_matches(subject: Any, user: UserInfo, binding_ns: str) -> bool:
+    if not isinstance(subject, dict):
+        return False
+    kind, name = subject.get("kind"), subject.get("name")
+    if kind == "User":
+        return bool(name == user.name)
+    if kind == "Group":
+        return name in user.groups
+    if kind == "ServiceAccount":
+        ns = subject.get("namespace") or binding_ns
+        return user.name == f"system:serviceaccount:{ns}:{name}"
+    return False
 
 
 class Authorizer:
-    """RBAC authorizer reading Roles and bindings from the store."""
+    """RBAC over the Roles, ClusterRoles and bindings in ``store`` (read on every decision).
+
+    ``system:masters`` may do anything; everyone may read the health and version paths;
+    authenticated users may read discovery and OpenAPI and create self reviews.
+    """
 
     def __init__(self, store: Any) -> None:
         self._store = store
 
+    def _cluster_role(self, name: str) -> list[dict[str, Any]]:
+        role = self._store.get(RBAC, "clusterroles", "", name)
+        if role is not None:
+            return list(role.get("rules") or [])
+        return DEFAULT_CLUSTER_ROLES.get(name, [])
+
+    def _role(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        role = self._store.get(RBAC, "roles", namespace, name)
+        return list(role.get("rules") or []) if role is not None else []
+
     def authorize(self, user: UserInfo, attrs: RequestAttributes) -> tuple[bool, str]:
-        return True, ""
+        """(allowed, reason): reason names the grant when allowed and is empty when denied."""
+        if MASTERS in user.groups:
+            return True, f'allowed: user "{user.name}" is in group "{MASTERS}"'
+        if not attrs.resource_request:
+            if attrs.verb in ("get", "head") and attrs.path in _PUBLIC_PATHS:
+                return True, "allowed: public health and version paths"
+            authenticated = AUTHENTICATED in user.groups
+            if authenticated and attrs.verb in ("get", "head") and attrs.path.startswith(_DISCOVERY_PREFIXES):
+                return True, 'allowed by ClusterRole "system:discovery"'
+        elif (
+            (attrs.group, attrs.resource) in _SELF_REVIEWS
+            and attrs.verb == "create"
+            and AUTHENTICATED in user.groups
+        ):
+            return True, 'allowed by ClusterRole "system:basic-user"'
+        for binding in self._store.list_objects(RBAC, "clusterrolebindings"):
+            if not any(_subject_matches(s, user, "") for s in binding.get("subjects") or []):
+                continue
+            ref = binding.get("roleRef") or {}
+            if ref.get("kind") == "ClusterRole" and any(
+                _rule_allows(r, attrs) for r in self._cluster_role(ref.get("name", ""))
+            ):
+                return True, (
+                    f'RBAC: allowed by ClusterRoleBinding "{binding["metadata"]["name"]}" of ClusterRole '
+                    f'"{ref.get("name")}" to {_who(user)}'
+                )
+        if attrs.resource_request and attrs.namespace:
+            for binding in self._store.list_objects(RBAC, "rolebindings", attrs.namespace):
+                if not any(_subject_matches(s, user, attrs.namespace) for s in binding.get("subjects") or []):
+                    continue
+                ref = binding.get("roleRef") or {}
+                name = ref.get("name", "")
+                rules = (
+                    self._cluster_role(name)
+                    if ref.get("kind") == "ClusterRole"
+                    else self._role(attrs.namespace, name)
+                )
+                if any(_rule_allows(r, attrs) for r in rules):
+                    return True, (
+                        f'RBAC: allowed by RoleBinding "{binding["metadata"]["name"]}/{attrs.namespace}" of '
+                        f'{ref.get("kind")} "{name}" to {_who(user)}'
+                    )
+        return False, ""
+
+
+def _who(user: UserInfo) -> str:
+    if user.name.startswith("system:serviceaccount:"):
+        return f'ServiceAccount "{user.name.rsplit(":", 2)[-2]}/{user.name.rsplit(":", 1)[-1]}"'
+    return f'User "{user.name}"'
+
+
+def forbidden_message(user: UserInfo, attrs: RequestAttributes, resource_description: str) -> str:
+    """Upstream's 403 message (F30) for a denied request.
+
+    ``resource_description`` is ``plural[.group]`` as upstream names resources (``deployments.apps``).
+    """
+    if not attrs.resource_request:
+        return f'forbidden: User "{user.name}" cannot {attrs.verb} path "{attrs.path}"'
+    res = attrs.resource + (f"/{attrs.subresource}" if attrs.subresource else "")
+    what = f'{resource_description} "{attrs.name}"' if attrs.name else resource_description
+    scope = f'in the namespace "{attrs.namespace}"' if attrs.namespace else "at the cluster scope"
+    return (
+        f'{what} is forbidden: User "{user.name}" cannot {attrs.verb} resource "{res}" in API group '
+        f'"{attrs.group}" {scope}'
+    )
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def self_subject_access_review(
     authorizer: Authorizer, user: UserInfo, body: dict[str, Any]
 ) -> dict[str, Any]:
-    out = dict(body)
-    out["status"] = {"allowed": True}
-    return out
+    """Answer a SelfSubjectAccessReview (``kubectl auth can-i``) for ``user``.
+
+    Raises :class:`errors.StatusError` 422 unless exactly one of ``spec.resourceAttributes`` and
+    ``spec.nonResourceAttributes`` is given.
+    """
+    spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if (res is None) == (non is None):
+        raise errors.StatusError(
+            422,
+            "Invalid",
+            'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
+            'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes '
+            "must be specified",
+            details={
+                "group": "authorization.k8s.io",
+                "kind": "SelfSubjectAccessReview",
+                "causes": [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "type": "FieldValueInvalid",
+                        "message": 'Invalid value: "null": exactly one of nonResourceAttributes or '
+                        "resourceAttributes must be specified",
+                        "field": "spec.resourceAttributes",
+                    }
+                ],
+            },
+        )
+    if isinstance(res, dict):
+        attrs = RequestAttributes(
+            verb=str(res.get("verb", "")),
+            group=str(res.get("group", "")),
+            resource=str(res.get("resource", "")),
+            subresource=str(res.get("subresource", "")),
+            namespace=str(res.get("namespace", "")),
+            name=str(res.get("name", "")),
+            path="",
+            resource_request=True,
+        )
+    else:
+        assert isinstance(non, dict)
+        attrs = RequestAttributes(
+            verb=str(non.get("verb", "")),
+            group="",
+            resource="",
+            subresource="",
+            namespace="",
+            name="",
+            path=str(non.get("path", "")),
+            resource_request=False,
+        )
+    allowed, reason = authorizer.authorize(user, attrs)
+    status: dict[str, Any] = {"allowed": allowed}
+    if reason:
+        status["reason"] = reason
+    md = dict(body.get("metadata") or {})
+    md["creationTimestamp"] = _now()
+    return {
+        "kind": "SelfSubjectAccessReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": md,
+        "spec": spec,
+        "status": status,
+    }
 
 
 def self_subject_review(user: UserInfo, body: dict[str, Any]) -> dict[str, Any]:
+    """Answer a SelfSubjectReview (``kubectl auth whoami``) with ``user``'s attributes."""
+    info: dict[str, Any] = {"username": user.name, "groups": list(user.groups)}
+    if user.uid:
+        info["uid"] = user.uid
+    md = dict((body or {}).get("metadata") or {})
+    md["creationTimestamp"] = _now()
     return {
         "kind": "SelfSubjectReview",
         "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {},
-        "status": {"userInfo": {"username": user.name, "groups": list(user.groups), "uid": user.uid}},
+        "metadata": md,
+        "status": {"userInfo": info},
     }
 
 
 def token_request(
     authenticator: Authenticator, namespace: str, sa_name: str, sa_uid: str, body: dict[str, Any]
 ) -> dict[str, Any]:
-    raise NotImplementedError("TokenRequest is not implemented yet")
+    """Issue a token for ServiceAccount ``namespace/sa_name`` (``kubectl create token``).
+
+    ``spec.expirationSeconds`` defaults to 3600 and must be at least 600; ``spec.audiences``
+    defaults to the server's issuer. Raises :class:`errors.StatusError` 422 for invalid specs.
+    """
+    spec = dict((body or {}).get("spec") or {})
+    expiration = spec.get("expirationSeconds", 3600)
+    if not isinstance(expiration, int) or isinstance(expiration, bool) or expiration < 600:
+        msg = f"Invalid value: {expiration}: may not specify a duration less than 10 minutes"
+        raise errors.StatusError(
+            422,
+            "Invalid",
+            f'TokenRequest.authentication.k8s.io "{sa_name}" is invalid: spec.expirationSeconds: {msg}',
+            details={
+                "name": sa_name,
+                "group": "authentication.k8s.io",
+                "kind": "TokenRequest",
+                "causes": [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "type": "FieldValueInvalid",
+                        "message": msg,
+                        "field": "spec.expirationSeconds",
+                    }
+                ],
+            },
+        )
+    expiration = min(expiration, 48 * 3600)
+    audiences = spec.get("audiences") or [authenticator.issuer]
+    token, expires = authenticator.issue_service_account_token(
+        namespace, sa_name, sa_uid, audiences=[str(a) for a in audiences], expiration_seconds=expiration
+    )
+    spec["audiences"] = audiences
+    spec["expirationSeconds"] = expiration
+    spec.setdefault("boundObjectRef", None)
+    if spec["boundObjectRef"] is None:
+        del spec["boundObjectRef"]
+    return {
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": sa_name, "namespace": namespace, "creationTimestamp": _now()},
+        "spec": spec,
+        "status": {"token": token, "expirationTimestamp": expires},
+    }
