@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from mcr.ratelimit import (
@@ -18,7 +20,7 @@ def test_exponential_doubles_from_5ms_and_caps_at_1000s() -> None:
     item = Request("ns", "a")
     delays = [rl.when(item) for _ in range(20)]
     assert delays[:5] == pytest.approx([0.005, 0.01, 0.02, 0.04, 0.08])
-    assert all(b == pytest.approx(min(2 * a, 1000.0)) for a, b in zip(delays, delays[1:], strict=False))
+    assert all(b == pytest.approx(min(2 * a, 1000.0)) for a, b in itertools.pairwise(delays))
     assert rl.num_requeues(item) == 20
     many = [rl.when(item) for _ in range(2000)]  # far past float overflow of 2**n
     assert many[-1] == 1000.0
