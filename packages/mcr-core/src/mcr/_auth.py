@@ -1,0 +1,323 @@
+"""Per-cluster credential sources: static tokens, token files, exec plugins, auth providers.
+
+Each :class:`Credentials` object belongs to one cluster's :class:`~mcr.config.RestConfig` and
+caches what it obtained until it expires; the transport asks it for the ``Authorization`` header
+before each request and calls :meth:`Credentials.refresh` once after a 401. Nothing here touches
+the ``kubernetes`` package's process-global default configuration, and no credential value is ever
+logged or shown by ``repr()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from mcr.errors import ConfigError
+
+__all__ = [
+    "Credentials",
+    "ExecCredentials",
+    "NoCredentials",
+    "ProviderCredentials",
+    "StaticToken",
+    "TokenFile",
+]
+
+log = logging.getLogger("mcr.auth")
+
+#: Refresh an exec credential this long before its expirationTimestamp, so an in-flight request
+#: does not carry a token that expires on the way.
+EXPIRY_SKEW = 10.0
+
+
+class Credentials:
+    """Where a cluster's ``Authorization`` header comes from (base: no credentials)."""
+
+    #: True if :meth:`refresh` can produce different credentials (worth retrying a 401).
+    refreshable = False
+
+    async def authorization(self) -> str | None:
+        """The ``Authorization`` header value to send, or ``None``. Cached until it expires."""
+        return None
+
+    async def refresh(self) -> None:
+        """Drop what is cached so the next :meth:`authorization` obtains fresh credentials."""
+
+    async def client_certificate(self) -> tuple[bytes, bytes] | None:
+        """PEM ``(certificate, key)`` the credential source issued (exec plugins), if any."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class NoCredentials(Credentials):
+    """Anonymous access (or client certificates only)."""
+
+
+class StaticToken(Credentials):
+    """A fixed bearer token or basic-auth pair from the kubeconfig."""
+
+    def __init__(self, header: str) -> None:
+        self._header = header
+
+    @classmethod
+    def bearer(cls, token: str) -> StaticToken:
+        return cls(f"Bearer {token}")
+
+    @classmethod
+    def basic(cls, username: str, password: str) -> StaticToken:
+        return cls("Basic " + base64.b64encode(f"{username}:{password}".encode()).decode())
+
+    async def authorization(self) -> str | None:
+        return self._header
+
+
+class TokenFile(Credentials):
+    """A bearer token read from a file and re-read every ``period`` seconds (bound SA tokens rotate)."""
+
+    refreshable = True
+
+    def __init__(
+        self, path: str, *, period: float = 60.0, source: str = "", field: str = "tokenFile"
+    ) -> None:
+        self.path = path
+        self.period = period
+        self._source = source
+        self._field = field
+        self._token: str | None = None
+        self._read_at = 0.0
+        self._lock = asyncio.Lock()
+
+    def _read(self) -> str:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return f.read().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read token file {self.path}: {exc.strerror}", source=self._source, field=self._field
+            ) from None
+
+    async def authorization(self) -> str | None:
+        async with self._lock:
+            if self._token is None or time.monotonic() - self._read_at >= self.period:
+                self._token = await asyncio.to_thread(self._read)
+                self._read_at = time.monotonic()
+            return f"Bearer {self._token}" if self._token else None
+
+    async def refresh(self) -> None:
+        async with self._lock:
+            self._token = None
+
+    def __repr__(self) -> str:
+        return f"TokenFile(path={self.path!r})"
+
+
+def _parse_time(value: str) -> float:
+    """RFC 3339 → POSIX seconds."""
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+class ExecCredentials(Credentials):
+    """Credentials issued by a kubeconfig ``exec`` plugin (client.authentication.k8s.io).
+
+    The plugin runs (as a subprocess, without blocking the loop) on first use, again when the
+    issued token reaches its ``expirationTimestamp`` (minus a small skew), and again after a 401.
+    Concurrent callers share one run. ``runs`` counts how many times the plugin was started.
+    Failures raise :class:`ConfigError` naming the kubeconfig, context and ``users[<u>].exec``.
+    """
+
+    refreshable = True
+
+    def __init__(
+        self,
+        exec_config: Mapping[str, Any],
+        *,
+        source: str,
+        context: str | None,
+        user: str,
+        base_dir: str | None = None,
+        cluster_info: Mapping[str, Any] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._source = source
+        self._context = context
+        self._field = f"users[{user}].exec"
+        for key in ("command", "apiVersion"):
+            if not exec_config.get(key):
+                raise ConfigError(
+                    f"exec plugin is missing {key!r}", source=source, context=context, field=self._field
+                )
+        command = str(exec_config["command"])
+        if base_dir and os.sep in command and not os.path.isabs(command):
+            command = os.path.normpath(os.path.join(base_dir, command))
+        self._argv = [command, *(str(a) for a in exec_config.get("args") or [])]
+        self._env = {str(e["name"]): str(e["value"]) for e in exec_config.get("env") or []}
+        self._api_version = str(exec_config["apiVersion"])
+        self._provide_cluster_info = bool(exec_config.get("provideClusterInfo"))
+        self._cluster_info = dict(cluster_info or {})
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self._header: str | None = None
+        self._cert: tuple[bytes, bytes] | None = None
+        self._expires_at: float | None = None
+        self._fetched = False
+        self.runs = 0
+
+    def _valid(self) -> bool:
+        if not self._fetched:
+            return False
+        return self._expires_at is None or self._clock() < self._expires_at - EXPIRY_SKEW
+
+    async def _run(self) -> None:
+        spec: dict[str, Any] = {"interactive": False}
+        if self._provide_cluster_info and self._cluster_info:
+            spec["cluster"] = self._cluster_info
+        info = {"apiVersion": self._api_version, "kind": "ExecCredential", "spec": spec}
+        env = {**os.environ, **self._env, "KUBERNETES_EXEC_INFO": orjson.dumps(info).decode()}
+        self.runs += 1
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._argv,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot run exec plugin {self._argv[0]!r}: {exc.strerror}",
+                source=self._source,
+                context=self._context,
+                field=f"{self._field}.command",
+            ) from None
+        try:
+            stdout, stderr = await proc.communicate()
+        except asyncio.CancelledError:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            raise
+        if proc.returncode != 0:
+            tail = stderr.decode(errors="replace").strip()[-500:]
+            raise ConfigError(
+                f"exec plugin {self._argv[0]!r} exited with {proc.returncode}"
+                + (f": {tail}" if tail else ""),
+                source=self._source,
+                context=self._context,
+                field=self._field,
+            )
+        try:
+            data = orjson.loads(stdout)
+            status = data["status"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise ConfigError(
+                f"exec plugin {self._argv[0]!r} did not print an ExecCredential with a status",
+                source=self._source,
+                context=self._context,
+                field=self._field,
+            ) from None
+        token = status.get("token")
+        cert = status.get("clientCertificateData")
+        key = status.get("clientKeyData")
+        if not token and not (cert and key):
+            raise ConfigError(
+                "exec plugin returned neither a token nor clientCertificateData+clientKeyData",
+                source=self._source,
+                context=self._context,
+                field=self._field,
+            )
+        self._header = f"Bearer {token}" if token else None
+        self._cert = (cert.encode(), key.encode()) if cert and key else None
+        expiry = status.get("expirationTimestamp")
+        try:
+            self._expires_at = _parse_time(expiry) if expiry else None
+        except ValueError:
+            raise ConfigError(
+                f"exec plugin returned a malformed expirationTimestamp {expiry!r}",
+                source=self._source,
+                context=self._context,
+                field=self._field,
+            ) from None
+        self._fetched = True
+
+    async def _ensure(self) -> None:
+        async with self._lock:
+            if not self._valid():
+                await self._run()
+
+    async def authorization(self) -> str | None:
+        await self._ensure()
+        return self._header
+
+    async def client_certificate(self) -> tuple[bytes, bytes] | None:
+        await self._ensure()
+        return self._cert
+
+    async def refresh(self) -> None:
+        async with self._lock:
+            self._fetched = False
+
+    def __repr__(self) -> str:
+        return f"ExecCredentials(command={self._argv[0]!r})"
+
+
+class ProviderCredentials(Credentials):
+    """An ``auth-provider`` (oidc, gcp) handled by ``kubernetes.aio.config``'s KubeConfigLoader.
+
+    The loader works on a private copy of the kubeconfig and a fresh ``Configuration`` it owns, so
+    the process-global default configuration is never touched. The token is re-derived every
+    ``period`` seconds (the loader refreshes an expired id-token with its refresh token).
+    """
+
+    refreshable = True
+
+    def __init__(
+        self, kubeconfig: Mapping[str, Any], context: str, *, source: str, user: str, period: float = 60.0
+    ) -> None:
+        self._kubeconfig = orjson.loads(orjson.dumps(kubeconfig))
+        self._context = context
+        self._source = source
+        self._field = f"users[{user}].auth-provider"
+        self._period = period
+        self._header: str | None = None
+        self._at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def authorization(self) -> str | None:
+        async with self._lock:
+            if self._header is None or time.monotonic() - self._at >= self._period:
+                from kubernetes.aio.client import Configuration
+                from kubernetes.aio.config.kube_config import KubeConfigLoader
+
+                conf = Configuration()
+                try:
+                    loader = KubeConfigLoader(self._kubeconfig, self._context)  # type: ignore[no-untyped-call]
+                    await loader.load_and_set(conf)  # type: ignore[no-untyped-call]
+                except (ValueError, KeyError, TypeError, OSError, RuntimeError) as exc:
+                    # the loader raises assorted types; report them as config errors
+                    raise ConfigError(
+                        f"auth provider failed: {type(exc).__name__}",
+                        source=self._source,
+                        context=self._context,
+                        field=self._field,
+                    ) from None
+                key = conf.api_key.get("BearerToken") or conf.api_key.get("authorization")
+                self._header = str(key) if key else None
+                self._at = time.monotonic()
+            return self._header
+
+    async def refresh(self) -> None:
+        async with self._lock:
+            self._header = None
+
+    def __repr__(self) -> str:
+        return "ProviderCredentials()"

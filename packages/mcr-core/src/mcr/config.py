@@ -1,0 +1,532 @@
+"""Cluster connection settings (:class:`RestConfig`) from kubeconfig files, dicts, in-cluster files
+or a ``kubernetes`` ``Configuration``.
+
+Every :class:`RestConfig` owns its credentials: exec plugins, token files and auth providers are
+refreshed per cluster, never through the ``kubernetes`` package's process-global default
+configuration. Loading fails with :class:`~mcr.errors.ConfigError` naming the file, the context
+and the field at fault. Credential values never appear in ``repr()``/``str()`` or in logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import dataclasses
+import hashlib
+import os
+import ssl
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from mcr._auth import Credentials, ExecCredentials, NoCredentials, ProviderCredentials, StaticToken, TokenFile
+from mcr.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcr.transport import Transport
+
+__all__ = ["RestConfig", "load_config"]
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_USER_AGENT = "mcr/0.1.0"
+
+
+@dataclasses.dataclass(repr=False, eq=False)
+class RestConfig:
+    """How to reach and authenticate to one API server.
+
+    ``ca_data``, ``client_cert_data`` and ``client_key_data`` are PEM bytes. ``qps``/``burst``
+    enable a client-side token bucket (off when ``qps`` is ``None``, as controller-runtime
+    defaults). ``timeout`` bounds each non-streaming request, ``connect_timeout`` how long an
+    unreachable server is tried before :class:`~mcr.errors.TransportError`. ``source`` and
+    ``context`` say where the settings came from, for error messages.
+    """
+
+    host: str
+    ca_data: bytes | None = None
+    client_cert_data: bytes | None = None
+    client_key_data: bytes | None = None
+    verify_ssl: bool = True
+    tls_server_name: str | None = None
+    proxy: str | None = None
+    credentials: Credentials = dataclasses.field(default_factory=NoCredentials)
+    qps: float | None = None
+    burst: int = 10
+    timeout: float = 60.0
+    connect_timeout: float = 10.0
+    max_retries: int = 10
+    user_agent: str = DEFAULT_USER_AGENT
+    source: str = "<config>"
+    context: str | None = None
+
+    def __post_init__(self) -> None:
+        self.host = self.host.rstrip("/")
+
+    def __repr__(self) -> str:
+        return (
+            f"RestConfig(host={self.host!r}, context={self.context!r}, source={self.source!r}, "
+            f"auth={type(self.credentials).__name__}, client_cert={self.client_cert_data is not None})"
+        )
+
+    __str__ = __repr__
+
+    # --- constructors --------------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        kubeconfig: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+        *,
+        context: str | None = None,
+    ) -> RestConfig:
+        """Settings for ``context`` (default: ``current-context``) of a kubeconfig file or dict.
+
+        ``None`` reads ``$KUBECONFIG`` (several files separated by ``os.pathsep`` are merged, the
+        first definition of each name wins) or ``~/.kube/config``.
+        """
+        if kubeconfig is None:
+            paths = _default_kubeconfig_paths()
+            if not paths:
+                raise ConfigError("no kubeconfig found ($KUBECONFIG unset and ~/.kube/config missing)")
+            doc, source, base_dir = _merge_files(paths)
+        elif isinstance(kubeconfig, Mapping):
+            doc, source, base_dir = dict(kubeconfig), "<dict>", None
+        else:
+            path = os.fspath(kubeconfig)
+            doc, source, base_dir = _read_file(path), path, os.path.dirname(os.path.abspath(path))
+        return _from_document(doc, source=source, context=context, base_dir=base_dir)
+
+    @classmethod
+    def in_cluster(
+        cls, *, token_path: str | None = None, ca_path: str | None = None, token_period: float = 60.0
+    ) -> RestConfig:
+        """Settings of the pod's service account (``KUBERNETES_SERVICE_HOST``/``_PORT``).
+
+        The token file is re-read every ``token_period`` seconds and after a 401, so rotated bound
+        tokens are picked up.
+        """
+        host = os.environ.get("KUBERNETES_SERVICE_HOST")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT")
+        if not host or not port:
+            raise ConfigError(
+                "not running in a cluster: KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are not set",
+                source="<in-cluster>",
+            )
+        token_path = token_path or os.path.join(SERVICE_ACCOUNT_DIR, "token")
+        ca_path = ca_path or os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt")
+        if not os.path.isfile(token_path):
+            raise ConfigError(f"token file {token_path} does not exist", source="<in-cluster>", field="token")
+        ca = _read_pem_file(ca_path, source="<in-cluster>", context=None, field="ca.crt")
+        _check_certificates(ca, source="<in-cluster>", context=None, field="ca.crt")
+        if ":" in host:
+            host = f"[{host}]"
+        return cls(
+            host=f"https://{host}:{port}",
+            ca_data=ca,
+            credentials=TokenFile(token_path, period=token_period, source="<in-cluster>", field="token"),
+            source="<in-cluster>",
+        )
+
+    @classmethod
+    def from_configuration(cls, configuration: Any) -> RestConfig:
+        """Settings copied from a ``kubernetes`` (sync or aio) ``Configuration`` object.
+
+        File paths are read now. A ``refresh_api_key_hook`` is not carried over: use a kubeconfig
+        (exec plugin, token file) for credentials that rotate.
+        """
+        source = "<Configuration>"
+        host = str(configuration.host)
+        ca = None
+        if getattr(configuration, "ssl_ca_cert", None):
+            ca = _read_pem_file(configuration.ssl_ca_cert, source=source, context=None, field="ssl_ca_cert")
+            _check_certificates(ca, source=source, context=None, field="ssl_ca_cert")
+        cert = key = None
+        if getattr(configuration, "cert_file", None):
+            cert = _read_pem_file(configuration.cert_file, source=source, context=None, field="cert_file")
+            _check_certificates(cert, source=source, context=None, field="cert_file")
+        if getattr(configuration, "key_file", None):
+            key = _read_pem_file(configuration.key_file, source=source, context=None, field="key_file")
+        creds: Credentials = NoCredentials()
+        api_key = getattr(configuration, "api_key", None) or {}
+        prefixes = getattr(configuration, "api_key_prefix", None) or {}
+        for name in ("BearerToken", "authorization"):
+            if api_key.get(name):
+                value = str(api_key[name])
+                prefix = prefixes.get(name)
+                creds = StaticToken(f"{prefix} {value}" if prefix else value)
+                break
+        else:
+            if getattr(configuration, "username", None) and getattr(configuration, "password", None):
+                creds = StaticToken.basic(configuration.username, configuration.password)
+        return cls(
+            host=host,
+            ca_data=ca,
+            client_cert_data=cert,
+            client_key_data=key,
+            verify_ssl=bool(getattr(configuration, "verify_ssl", True)),
+            tls_server_name=getattr(configuration, "tls_server_name", None),
+            proxy=getattr(configuration, "proxy", None),
+            credentials=creds,
+            source=source,
+        )
+
+    # --- use -----------------------------------------------------------------------------------
+
+    def transport(self, cluster_name: str = "") -> Transport:
+        """A new :class:`~mcr.transport.Transport` for these settings (close it when done)."""
+        from mcr.transport import Transport
+
+        return Transport(self, cluster_name=cluster_name)
+
+    def copy(self, **changes: Any) -> RestConfig:
+        """A copy with some fields changed (credentials objects are shared)."""
+        return dataclasses.replace(self, **changes)
+
+    async def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context for this server (``None`` for plain HTTP).
+
+        Contexts are shared by every config with the same CA, client certificate and verify
+        setting, and are built in a worker thread (loading a system CA bundle takes ~15 ms).
+        Client certificates issued by an exec plugin are fetched here.
+        """
+        if not self.host.startswith("https://"):
+            return None
+        cert, key = self.client_cert_data, self.client_key_data
+        issued = await self.credentials.client_certificate()
+        if issued is not None:
+            cert, key = issued
+        return await _SSL_CACHE.get(
+            self.ca_data, cert, key, self.verify_ssl, source=self.source, context=self.context
+        )
+
+
+def load_config(
+    kubeconfig: str | os.PathLike[str] | Mapping[str, Any] | None = None, *, context: str | None = None
+) -> RestConfig:
+    """The settings to use: the kubeconfig given, else ``$KUBECONFIG``/``~/.kube/config``, else in-cluster."""
+    if kubeconfig is not None:
+        return RestConfig.from_kubeconfig(kubeconfig, context=context)
+    if _default_kubeconfig_paths():
+        return RestConfig.from_kubeconfig(None, context=context)
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return RestConfig.in_cluster()
+    raise ConfigError(
+        "no configuration found: pass a kubeconfig, set $KUBECONFIG, create ~/.kube/config "
+        "or run in a cluster"
+    )
+
+
+# --- kubeconfig parsing -----------------------------------------------------------------------
+
+
+def _default_kubeconfig_paths() -> list[str]:
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return [p for p in env.split(os.pathsep) if p and os.path.exists(p)]
+    home = os.path.join(os.path.expanduser("~"), ".kube", "config")
+    return [home] if os.path.exists(home) else []
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read kubeconfig: {exc.strerror}", source=path) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"malformed YAML{where}", source=path) from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError("a kubeconfig must be a YAML mapping", source=path)
+    return doc
+
+
+def _merge_files(paths: list[str]) -> tuple[dict[str, Any], str, str | None]:
+    if len(paths) == 1:
+        return _read_file(paths[0]), paths[0], os.path.dirname(os.path.abspath(paths[0]))
+    merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": []}
+    seen: dict[str, set[str]] = {"clusters": set(), "users": set(), "contexts": set()}
+    for path in paths:
+        doc = _read_file(path)
+        base = os.path.dirname(os.path.abspath(path))
+        if "current-context" not in merged and doc.get("current-context"):
+            merged["current-context"] = doc["current-context"]
+        for section in ("clusters", "users", "contexts"):
+            for item in doc.get(section) or []:
+                if isinstance(item, dict) and str(item.get("name")) not in seen[section]:
+                    seen[section].add(str(item.get("name")))
+                    merged[section].append(_absolutize(section, item, base))
+    return merged, os.pathsep.join(paths), None
+
+
+_PATH_FIELDS = {
+    "clusters": ("certificate-authority",),
+    "users": ("client-certificate", "client-key", "tokenFile"),
+}
+
+
+def _absolutize(section: str, item: dict[str, Any], base: str) -> dict[str, Any]:
+    inner_key = {"clusters": "cluster", "users": "user"}.get(section)
+    if inner_key is None or not isinstance(item.get(inner_key), dict):
+        return item
+    inner = dict(item[inner_key])
+    for key in _PATH_FIELDS[section]:
+        if isinstance(inner.get(key), str) and not os.path.isabs(inner[key]):
+            inner[key] = os.path.join(base, inner[key])
+    return {**item, inner_key: inner}
+
+
+def _named(
+    doc: Mapping[str, Any], section: str, name: str, *, source: str, context: str | None
+) -> dict[str, Any]:
+    entries = doc.get(section) or []
+    if not isinstance(entries, list):
+        raise ConfigError(f"{section} must be a list", source=source, context=context, field=section)
+    for entry in entries:
+        if isinstance(entry, Mapping) and entry.get("name") == name:
+            inner = entry.get(section[:-1])
+            if not isinstance(inner, Mapping):
+                raise ConfigError(
+                    f"entry has no {section[:-1]!r} mapping",
+                    source=source,
+                    context=context,
+                    field=f"{section}[{name}]",
+                )
+            return dict(inner)
+    known = sorted(str(e.get("name")) for e in entries if isinstance(e, Mapping))
+    raise ConfigError(
+        f"no {section[:-1]} named {name!r} (known: {', '.join(known) or 'none'})",
+        source=source,
+        context=context,
+        field=section,
+    )
+
+
+def _from_document(
+    doc: Mapping[str, Any], *, source: str, context: str | None, base_dir: str | None
+) -> RestConfig:
+    ctx_name = context or doc.get("current-context")
+    if not ctx_name:
+        raise ConfigError(
+            "no context given and current-context is not set", source=source, field="current-context"
+        )
+    ctx_name = str(ctx_name)
+    contexts = doc.get("contexts") or []
+    if not any(isinstance(c, Mapping) and c.get("name") == ctx_name for c in contexts):
+        known = sorted(str(c.get("name")) for c in contexts if isinstance(c, Mapping))
+        raise ConfigError(
+            f"unknown context (known: {', '.join(known) or 'none'})",
+            source=source,
+            context=ctx_name,
+            field="current-context" if context is None else "contexts",
+        )
+    ctx = _named(doc, "contexts", ctx_name, source=source, context=ctx_name)
+    cluster_name = ctx.get("cluster")
+    if not cluster_name:
+        raise ConfigError(
+            "context names no cluster", source=source, context=ctx_name, field=f"contexts[{ctx_name}].cluster"
+        )
+    cluster = _named(doc, "clusters", str(cluster_name), source=source, context=ctx_name)
+    user_name = ctx.get("user")
+    user = _named(doc, "users", str(user_name), source=source, context=ctx_name) if user_name else {}
+
+    cfield = f"clusters[{cluster_name}]"
+    ufield = f"users[{user_name}]"
+    server = cluster.get("server")
+    if not server:
+        raise ConfigError(
+            "cluster has no server URL", source=source, context=ctx_name, field=f"{cfield}.server"
+        )
+    host = str(server)
+
+    def path_of(value: str) -> str:
+        if base_dir and not os.path.isabs(value):
+            return os.path.join(base_dir, value)
+        return value
+
+    def pem(section: Mapping[str, Any], key: str, field_prefix: str, *, check: bool = True) -> bytes | None:
+        data_key = f"{key}-data"
+        field = f"{field_prefix}.{data_key}"
+        if section.get(data_key):
+            try:
+                data = base64.b64decode(str(section[data_key]), validate=True)
+            except (binascii.Error, ValueError):
+                raise ConfigError("not valid base64", source=source, context=ctx_name, field=field) from None
+        elif section.get(key):
+            field = f"{field_prefix}.{key}"
+            data = _read_pem_file(path_of(str(section[key])), source=source, context=ctx_name, field=field)
+        else:
+            return None
+        if check:
+            _check_certificates(data, source=source, context=ctx_name, field=field)
+        else:
+            _check_key(data, source=source, context=ctx_name, field=field)
+        return data
+
+    ca = pem(cluster, "certificate-authority", cfield)
+    cert = pem(user, "client-certificate", ufield)
+    key = pem(user, "client-key", ufield, check=False)
+    if (cert is None) != (key is None):
+        missing = "client-key" if key is None else "client-certificate"
+        raise ConfigError(
+            "a client certificate needs both client-certificate and client-key",
+            source=source,
+            context=ctx_name,
+            field=f"{ufield}.{missing}",
+        )
+
+    creds: Credentials = NoCredentials()
+    if isinstance(user.get("auth-provider"), Mapping):
+        creds = ProviderCredentials(doc, ctx_name, source=source, user=str(user_name))
+    elif isinstance(user.get("exec"), Mapping):
+        cluster_info = {"server": host}
+        if ca is not None:
+            cluster_info["certificate-authority-data"] = base64.b64encode(ca).decode()
+        creds = ExecCredentials(
+            user["exec"],
+            source=source,
+            context=ctx_name,
+            user=str(user_name),
+            base_dir=base_dir,
+            cluster_info=cluster_info,
+        )
+    elif user.get("token"):
+        creds = StaticToken.bearer(str(user["token"]))
+    elif user.get("tokenFile"):
+        token_path = path_of(str(user["tokenFile"]))
+        if not os.path.isfile(token_path):
+            raise ConfigError(
+                f"token file {token_path} does not exist",
+                source=source,
+                context=ctx_name,
+                field=f"{ufield}.tokenFile",
+            )
+        creds = TokenFile(token_path, source=source, field=f"{ufield}.tokenFile")
+    elif user.get("username") and user.get("password"):
+        creds = StaticToken.basic(str(user["username"]), str(user["password"]))
+
+    return RestConfig(
+        host=host,
+        ca_data=ca,
+        client_cert_data=cert,
+        client_key_data=key,
+        verify_ssl=not bool(cluster.get("insecure-skip-tls-verify")),
+        tls_server_name=cluster.get("tls-server-name"),
+        proxy=cluster.get("proxy-url"),
+        credentials=creds,
+        source=source,
+        context=ctx_name,
+    )
+
+
+def _read_pem_file(path: str, *, source: str, context: str | None, field: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read {path}: {exc.strerror or exc}", source=source, context=context, field=field
+        ) from None
+
+
+def _check_certificates(data: bytes, *, source: str, context: str | None, field: str) -> None:
+    from cryptography import x509
+
+    try:
+        x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise ConfigError("not a PEM certificate", source=source, context=context, field=field) from None
+
+
+def _check_key(data: bytes, *, source: str, context: str | None, field: str) -> None:
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        load_pem_private_key(data, password=None)
+    except (ValueError, TypeError):
+        raise ConfigError(
+            "not an unencrypted PEM private key", source=source, context=context, field=field
+        ) from None
+
+
+# --- TLS contexts -----------------------------------------------------------------------------
+
+
+class _SSLContextCache:
+    """One ``SSLContext`` per (CA, client certificate, verify) across all clusters of the process.
+
+    Keys are digests, so the cache does not keep key material alive beyond the contexts.
+    """
+
+    def __init__(self) -> None:
+        self._contexts: dict[str, ssl.SSLContext] = {}
+        self._lock = threading.Lock()
+
+    async def get(
+        self,
+        ca: bytes | None,
+        cert: bytes | None,
+        key: bytes | None,
+        verify: bool,
+        *,
+        source: str,
+        context: str | None,
+    ) -> ssl.SSLContext:
+        h = hashlib.sha256()
+        for part in (ca, cert, key):
+            h.update(b"\0" if part is None else hashlib.sha256(part).digest())
+        h.update(b"1" if verify else b"0")
+        digest = h.hexdigest()
+        with self._lock:
+            found = self._contexts.get(digest)
+        if found is not None:
+            return found
+        ctx = await asyncio.to_thread(_build_ssl_context, ca, cert, key, verify, source, context)
+        with self._lock:
+            return self._contexts.setdefault(digest, ctx)
+
+    def __len__(self) -> int:
+        return len(self._contexts)
+
+
+def _build_ssl_context(
+    ca: bytes | None, cert: bytes | None, key: bytes | None, verify: bool, source: str, context: str | None
+) -> ssl.SSLContext:
+    if ca is not None:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=ca.decode("ascii", errors="replace"))
+    else:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cert is not None and key is not None:
+        # load_cert_chain only reads files: write them to a private directory and remove at once.
+        with tempfile.TemporaryDirectory(prefix="mcr-tls-") as tmp:
+            cert_path = os.path.join(tmp, "tls.crt")
+            key_path = os.path.join(tmp, "tls.key")
+            for path, data in ((cert_path, cert), (key_path, key)):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+            try:
+                ctx.load_cert_chain(cert_path, key_path)
+            except ssl.SSLError:
+                raise ConfigError(
+                    "client certificate and key do not match or cannot be loaded",
+                    source=source,
+                    context=context,
+                    field="client-certificate",
+                ) from None
+    return ctx
+
+
+_SSL_CACHE = _SSLContextCache()

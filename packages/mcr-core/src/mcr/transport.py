@@ -1,0 +1,433 @@
+"""HTTP transport to one API server: one aiohttp session and one TLS context per cluster.
+
+:class:`Transport` sends raw bytes and returns raw bytes; the client and the informers above it
+decide how to decode. It authenticates with the cluster's own credentials (refreshed on expiry
+and once after a 401), retries like client-go (429/5xx carrying ``Retry-After`` for any verb;
+connection errors for GET until ``connect_timeout`` has passed), optionally limits its request
+rate (``RestConfig.qps``/``burst``), and reports ``rest_client_*`` metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from http import HTTPStatus
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+from multidict import CIMultiDictProxy
+
+from mcr.config import RestConfig
+from mcr.errors import APIError, TransportError, api_error_from_status
+from mcr.metrics import (
+    REST_CLIENT_RATE_LIMITER_DURATION_SECONDS,
+    REST_CLIENT_REQUEST_DURATION_SECONDS,
+    REST_CLIENT_REQUEST_RETRIES_TOTAL,
+    REST_CLIENT_REQUESTS_TOTAL,
+    REST_CLIENT_RESPONSE_SIZE_BYTES,
+)
+
+__all__ = ["Response", "Transport"]
+
+#: Longest Retry-After mcr honours before retrying; a server asking for more is waited on this long.
+MAX_RETRY_AFTER = 30.0
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Gone",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+class Response:
+    """A complete HTTP response: ``status``, ``headers`` and the raw ``body``."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self) -> Any:
+        """The body decoded as JSON (orjson)."""
+        return orjson.loads(self.body)
+
+    def __repr__(self) -> str:
+        return f"Response(status={self.status}, {len(self.body)} bytes)"
+
+
+class _TokenBucket:
+    """Client-side rate limit: ``qps`` tokens per second, at most ``burst`` saved up."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._last = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            if self._tokens < 1.0:
+                await asyncio.sleep((1.0 - self._tokens) / self.qps)
+                now = time.monotonic()
+                self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+                self._last = now
+            self._tokens -= 1.0
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class Transport:
+    """Sends requests to one cluster's API server.
+
+    The session is created on first use (inside the running loop) and shared by every request
+    and stream of this transport. :meth:`close` closes the session and every connection,
+    including open streams; a closed transport raises :class:`TransportError` on use.
+    """
+
+    def __init__(self, config: RestConfig, *, cluster_name: str = "") -> None:
+        self.config = config
+        self.cluster_name = cluster_name
+        self.host = config.host
+        self._host_label = urlsplit(config.host).netloc or config.host
+        self._session: aiohttp.ClientSession | None = None
+        self._session_lock = asyncio.Lock()
+        self._closed = False
+        self._limiter = _TokenBucket(config.qps, config.burst) if config.qps and config.qps > 0 else None
+        self._streams: set[aiohttp.ClientResponse] = set()
+
+    def __repr__(self) -> str:
+        return f"Transport(cluster={self.cluster_name!r}, host={self.host!r}, closed={self._closed})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def connector(self) -> aiohttp.BaseConnector | None:
+        """The connection pool (``None`` before the first request); for diagnostics and tests."""
+        return self._session.connector if self._session is not None else None
+
+    async def _get_session(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise TransportError("transport is closed", cluster=self.cluster_name, url=self.host)
+        if self._session is not None:
+            return self._session
+        async with self._session_lock:
+            if self._session is None:
+                ssl_ctx = await self.config.ssl_context()
+                if self._closed:
+                    raise TransportError("transport is closed", cluster=self.cluster_name, url=self.host)
+                connector = aiohttp.TCPConnector(ssl=ssl_ctx if ssl_ctx is not None else True, limit=100)
+                self._session = aiohttp.ClientSession(
+                    connector=connector,
+                    json_serialize=lambda o: orjson.dumps(o).decode(),
+                    read_bufsize=2**18,
+                    trust_env=False,
+                )
+            return self._session
+
+    async def close(self) -> None:
+        """Close every connection and the session. Idempotent; safe to call from any task."""
+        self._closed = True
+        for resp in list(self._streams):
+            resp.close()
+        self._streams.clear()
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def __aenter__(self) -> Transport:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # --- requests ------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | list[tuple[str, str]] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Response:
+        """Send one request and read the whole response.
+
+        Raises the :class:`~mcr.errors.APIError` subclass matching the server's Status for
+        non-2xx answers (after retries), :class:`TransportError` when no answer arrives.
+        """
+        t = self.config.timeout if timeout is None else timeout
+        client_timeout = aiohttp.ClientTimeout(total=t, sock_connect=min(t, self.config.connect_timeout))
+        resp = await self._open(method, path, query, body, content_type, headers, client_timeout)
+        try:
+            data = await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise self._transport_error(method, resp.url, exc) from exc
+        finally:
+            resp.release()
+        REST_CLIENT_RESPONSE_SIZE_BYTES.labels(method, self._host_label, self.cluster_name).observe(len(data))
+        return Response(resp.status, resp.headers, data)
+
+    def stream(
+        self,
+        path: str,
+        *,
+        query: Mapping[str, str] | list[tuple[str, str]] | None = None,
+        timeout: float | None = None,
+    ) -> _Stream:
+        """A GET whose body is read line by line (watches), as an async context manager.
+
+        ``async with transport.stream(path, query=q) as lines: async for line in lines: ...``.
+        Each line is ``bytes`` without the newline; empty lines are skipped. Non-2xx answers raise
+        as :meth:`request` does on entry; a broken connection raises :class:`TransportError` from
+        the iterator. ``timeout`` bounds the whole stream (``None``: only the server's own).
+        Leaving the block closes the connection if the body was not read to the end.
+        """
+        return _Stream(self, path, query, timeout)
+
+    async def _open(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | list[tuple[str, str]] | None,
+        body: bytes | None,
+        content_type: str | None,
+        headers: Mapping[str, str] | None,
+        client_timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        session = await self._get_session()
+        url = self.host + path
+        creds = self.config.credentials
+        started = time.monotonic()
+        retries = 0
+        refreshed = False
+        backoff = 0.05
+        extra: dict[str, Any] = {}
+        if self.config.tls_server_name:
+            extra["server_hostname"] = self.config.tls_server_name
+        if self.config.proxy:
+            extra["proxy"] = self.config.proxy
+        while True:
+            if self._limiter is not None:
+                t_wait = time.monotonic()
+                await self._limiter.acquire()
+                REST_CLIENT_RATE_LIMITER_DURATION_SECONDS.labels(
+                    method, self._host_label, self.cluster_name
+                ).observe(time.monotonic() - t_wait)
+            hdrs = {"Accept": "application/json", "User-Agent": self.config.user_agent}
+            if content_type:
+                hdrs["Content-Type"] = content_type
+            if headers:
+                hdrs.update(headers)
+            authorization = await creds.authorization()
+            if authorization:
+                hdrs["Authorization"] = authorization
+            t0 = time.monotonic()
+            try:
+                resp = await session.request(
+                    method, url, params=query, data=body, headers=hdrs, timeout=client_timeout, **extra
+                )
+            except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+                REST_CLIENT_REQUESTS_TOTAL.labels(
+                    "<error>", method, self._host_label, self.cluster_name
+                ).inc()
+                if self._closed:
+                    raise TransportError(
+                        "transport is closed", cluster=self.cluster_name, url=url, method=method
+                    ) from exc
+                elapsed = time.monotonic() - started
+                if (
+                    method == "GET"
+                    and retries < self.config.max_retries
+                    and elapsed + backoff < self.config.connect_timeout
+                    and not isinstance(exc, aiohttp.ClientSSLError)
+                ):
+                    retries += 1
+                    REST_CLIENT_REQUEST_RETRIES_TOTAL.labels(
+                        "<error>", method, self._host_label, self.cluster_name
+                    ).inc()
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+                    continue
+                raise self._transport_error(method, url, exc, elapsed=elapsed) from exc
+            REST_CLIENT_REQUEST_DURATION_SECONDS.labels(method, self._host_label, self.cluster_name).observe(
+                time.monotonic() - t0
+            )
+            REST_CLIENT_REQUESTS_TOTAL.labels(
+                str(resp.status), method, self._host_label, self.cluster_name
+            ).inc()
+            if resp.status < 400:
+                return resp
+            try:
+                data = await resp.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise self._transport_error(method, url, exc) from exc
+            finally:
+                resp.release()
+            if resp.status == 401 and creds.refreshable and not refreshed:
+                refreshed = True
+                await creds.refresh()
+                continue
+            delay = _retry_after(resp.headers)
+            if (
+                delay is not None
+                and (resp.status == 429 or resp.status >= 500)
+                and retries < self.config.max_retries
+            ):
+                retries += 1
+                REST_CLIENT_REQUEST_RETRIES_TOTAL.labels(
+                    str(resp.status), method, self._host_label, self.cluster_name
+                ).inc()
+                await asyncio.sleep(min(delay, MAX_RETRY_AFTER))
+                continue
+            raise self._api_error(method, url, resp.status, resp.headers, data)
+
+    def _api_error(
+        self, method: str, url: str, status: int, headers: CIMultiDictProxy[str], data: bytes
+    ) -> APIError:
+        parsed: Any = None
+        if data[:1] == b"{":
+            try:
+                parsed = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                parsed = None
+        if not (isinstance(parsed, dict) and parsed.get("kind") == "Status"):
+            try:
+                phrase = HTTPStatus(status).phrase
+            except ValueError:
+                phrase = "error"
+            text = data.decode("utf-8", errors="replace").strip()[:500]
+            parsed = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "code": status,
+                "reason": _REASONS.get(status, ""),
+                "message": text or phrase,
+            }
+        elif not parsed.get("code"):
+            parsed = {**parsed, "code": status}
+        return api_error_from_status(
+            parsed, method=method, url=url, headers=headers, cluster=self.cluster_name
+        )
+
+    def _transport_error(
+        self, method: str, url: object, exc: BaseException, *, elapsed: float | None = None
+    ) -> TransportError:
+        what = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        after = f" (gave up after {elapsed:.1f}s)" if elapsed is not None and elapsed >= 0.5 else ""
+        return TransportError(
+            f"API server unreachable: {what}{after}", cluster=self.cluster_name, url=str(url), method=method
+        )
+
+
+class _Stream:
+    """The async context manager returned by :meth:`Transport.stream`."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        path: str,
+        query: Mapping[str, str] | list[tuple[str, str]] | None,
+        timeout: float | None,
+    ) -> None:
+        self._transport = transport
+        self._path = path
+        self._query = query
+        self._timeout = timeout
+        self._resp: aiohttp.ClientResponse | None = None
+
+    async def __aenter__(self) -> _Lines:
+        t = self._transport
+        client_timeout = aiohttp.ClientTimeout(
+            total=self._timeout, sock_connect=t.config.connect_timeout, sock_read=None
+        )
+        resp = await t._open("GET", self._path, self._query, None, None, None, client_timeout)
+        self._resp = resp
+        t._streams.add(resp)
+        return _Lines(t, resp)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        resp, self._resp = self._resp, None
+        if resp is None:
+            return
+        self._transport._streams.discard(resp)
+        if resp.content.at_eof():
+            resp.release()
+        else:
+            resp.close()
+
+
+class _Lines:
+    """Async iterator over the newline-separated lines of a streaming response body."""
+
+    def __init__(self, transport: Transport, resp: aiohttp.ClientResponse) -> None:
+        self._transport = transport
+        self._resp = resp
+        self._buf = b""
+        self._pending: list[bytes] = []
+        self._eof = False
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while not self._pending:
+            if self._eof:
+                raise StopAsyncIteration
+            try:
+                chunk = await self._resp.content.readany()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                if self._transport.closed:
+                    raise StopAsyncIteration from None
+                raise self._transport._transport_error("GET", self._resp.url, exc) from exc
+            if not chunk:
+                self._eof = True
+                if self._buf.strip():
+                    self._pending.append(self._buf)
+                self._buf = b""
+                continue
+            data = self._buf + chunk
+            parts = data.split(b"\n")
+            self._buf = parts.pop()
+            self._pending.extend(p for p in parts if p.strip())
+            self._pending.reverse()
+        return self._pending.pop()
