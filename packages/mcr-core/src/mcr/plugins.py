@@ -82,7 +82,7 @@ def plugin_manager(*, autoload: bool | None = None, plugins: Iterable[object] = 
         # Not installed with its entry point metadata, or autoload is off: the built-ins still count.
         pm.register(builtin, name="builtin")
     for plugin in plugins:
-        pm.register(plugin)
+        pm.register(plugin, name=_label(plugin))
     return pm
 
 
@@ -96,7 +96,7 @@ def load_registry(pm: pluggy.PluginManager | None = None) -> ProviderRegistry:
     dists = {id(plugin): (dist.project_name, dist.version) for plugin, dist in pm.list_plugin_distinfo()}
     reg = ProviderRegistry()
     # Hook implementations are called one by one so each registration knows which plugin made it.
-    for impl in reversed(pm.hook.mcr_register_providers.get_hookimpls()):
+    for impl in pm.hook.mcr_register_providers.get_hookimpls():  # in registration order
         plugin_name = impl.plugin_name
         distribution, version = dists.get(id(impl.plugin)) or _distribution_of(impl.plugin)
 
@@ -138,13 +138,25 @@ def registry(*, reload: bool = False) -> ProviderRegistry:
     return _registry
 
 
+def _label(plugin: object) -> str:
+    name = getattr(plugin, "__name__", None)
+    if isinstance(name, str):
+        return name
+    cls = type(plugin)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _first_line(doc: str | None) -> str:
     return (doc or "").strip().split("\n", 1)[0].strip()
 
 
 def _distribution_of(plugin: Any) -> tuple[str, str]:
-    """The distribution that installs ``plugin``'s top-level package, or ``("-", "-")``."""
+    """The distribution declaring ``plugin``'s module as an ``mcr`` entry point, else the one that
+    installs its top-level package, else ``("-", "-")``."""
     module = getattr(plugin, "__name__", None) or type(plugin).__module__
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value.split(":", 1)[0] == module and ep.dist is not None:
+            return ep.dist.name, ep.dist.version
     top = module.split(".", 1)[0]
     for dist in importlib.metadata.packages_distributions().get(top, []):
         try:

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from mcr.testing._eventually import eventually
-from mcr.testing.conformance import Engagement, IndexProbe, RecordingAware, check_provider
+from mcr.testing.conformance import Engagement, IndexProbe, RecordingAware, cache_index_probe, check_provider
 
-__all__ = ["Engagement", "IndexProbe", "RecordingAware", "check_provider", "eventually"]
+__all__ = ["Engagement", "IndexProbe", "RecordingAware", "cache_index_probe", "check_provider", "eventually"]

@@ -29,7 +29,14 @@ from mcr.testing._eventually import eventually
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
 
-__all__ = ["Engagement", "IndexProbe", "RecordingAware", "check_provider"]
+__all__ = [
+    "Engagement",
+    "IndexProbe",
+    "RecordingAware",
+    "cache_index_probe",
+    "check_provider",
+    "index_extract",
+]
 
 
 @dataclass(eq=False)
@@ -83,12 +90,43 @@ on ``cluster``. The suite registers the index on ``"v1/ConfigMap"`` with an extr
 
 INDEX_KIND = "v1/ConfigMap"
 INDEX_LABEL = "mcr.conformance/index"
+INDEX_OBJECT = "mcr-conformance-index"
 
 
-def _extract(obj: Any) -> list[str]:
+def index_extract(obj: Any) -> list[str]:
+    """The extractor the suite indexes with: the value of the ``mcr.conformance/index`` label."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     value = labels.get(INDEX_LABEL)
     return [value] if value else []
+
+
+async def cache_index_probe(cluster: Cluster, field: str) -> bool:
+    """Whether ``field`` is indexed (with :func:`index_extract`) in ``cluster``'s cache.
+
+    Creates (once) a ConfigMap ``mcr-conformance-index`` labelled for the index in namespace
+    ``default`` through the cluster's client, then selects it from the cache by the indexed field.
+    A cache without that index refuses the field selector (``ValueError``): the probe is false.
+    """
+    from mcr.errors import AlreadyExistsError
+
+    with contextlib.suppress(AlreadyExistsError):
+        await cluster.client.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": INDEX_OBJECT, "namespace": "default", "labels": {INDEX_LABEL: "yes"}},
+            }
+        )
+    try:
+        found = await cluster.cache.list(INDEX_KIND, namespace="default", field_selector={field: "yes"})
+    except ValueError:
+        return False
+    return any(_name_of(obj) == INDEX_OBJECT for obj in found)
+
+
+def _name_of(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return str(meta.get("name")) if isinstance(meta, dict) else str(getattr(obj.metadata, "name", ""))
 
 
 async def check_provider(
@@ -98,7 +136,7 @@ async def check_provider(
     add_cluster: Callable[[], Awaitable[str]] | None = None,
     change_cluster: Callable[[str], Awaitable[None]] | None = None,
     remove_cluster: Callable[[str], Awaitable[None]] | None = None,
-    index_probe: IndexProbe | None = None,
+    index_probe: IndexProbe | None = cache_index_probe,
     timeout: float = 15.0,
 ) -> None:
     """Check that ``provider`` (a Provider and ProviderRunnable, not yet started) keeps the contract.
@@ -108,8 +146,9 @@ async def check_provider(
     the provider must hand out a new cluster object; ``remove_cluster(name)`` makes it vanish. Pass
     ``None`` for what the provider cannot do (a single cluster never changes): those checks are
     skipped, but at least one cluster must exist (``existing`` or ``add_cluster``). ``index_probe``
-    tells whether the suite's field index reached a cluster; without it the index checks only
-    require ``index_field`` to succeed. Raises ``AssertionError`` describing the first violation.
+    tells whether the suite's field index reached a cluster (default :func:`cache_index_probe`,
+    which needs reachable clusters); with ``None`` the index checks only require ``index_field``
+    to succeed. Raises ``AssertionError`` describing the first violation.
     Starts the provider itself and cancels it at the end (also on failure).
     """
     if not existing and add_cluster is None:
@@ -197,7 +236,7 @@ async def _check(
     await not_found(names[0] + "-no-such-cluster")
 
     # index_field reaches the current clusters...
-    await provider.index_field(INDEX_KIND, "conformance", _extract)
+    await provider.index_field(INDEX_KIND, "conformance", index_extract)
     for name in names:
         await indexed(aware.engaged[name], name)
 

@@ -1,0 +1,56 @@
+"""The `mcr` command line."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcr.cli import main
+from mcr.plugins import DISABLE_AUTOLOAD_ENV
+
+MCR = Path(sys.executable).with_name("mcr")
+
+
+def test_providers_table_via_console_script() -> None:
+    env = {**os.environ, DISABLE_AUTOLOAD_ENV: "0"}
+    done = subprocess.run(
+        [str(MCR), "providers"], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "DISTRIBUTION", "VERSION", "DESCRIPTION"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    for name in ("clusters", "multi", "nop", "single"):
+        assert rows[name][1:3] == ["mcr-core", "0.1.0"]
+    assert "compose" in " ".join(rows["multi"][3:])
+
+
+def test_providers_json() -> None:
+    out = io.StringIO()
+    assert main(["providers", "--json"], out=out) == 0
+    entries = {e["name"]: e for e in json.loads(out.getvalue())}
+    assert entries["single"] == {
+        "name": "single",
+        "distribution": "mcr-core",
+        "version": "0.1.0",
+        "description": "one named cluster",
+    }
+
+
+def test_autoload_switch_hides_entry_point_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DISABLE_AUTOLOAD_ENV, "1")
+    out = io.StringIO()
+    assert main(["providers", "--json"], out=out) == 0
+    assert sorted(e["name"] for e in json.loads(out.getvalue())) == ["clusters", "multi", "nop", "single"]
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+    assert "providers" in capsys.readouterr().err
