@@ -1,0 +1,30 @@
+"""The manager: runnables, cluster engagement, coordinators, leader election, probes and metrics."""
+
+from __future__ import annotations
+
+from mcr.manager.coordinator import BasicCoordinator, Coordinator
+from mcr.manager.engagements import ClusterInfo, ClusterState
+from mcr.manager.leaderelection import LeaderElectionLostError, LeaderElector
+from mcr.manager.manager import Manager, ShutdownTimeoutError
+from mcr.manager.runnables import Runnable, RunnableFunc
+from mcr.manager.scoped import FieldIndexer, ScopedManager
+
+__all__ = [
+    "BasicCoordinator",
+    "ClusterInfo",
+    "ClusterState",
+    "Coordinator",
+    "FieldIndexer",
+    "LeaderElectionLostError",
+    "LeaderElector",
+    "Manager",
+    "Runnable",
+    "RunnableFunc",
+    "ScopedManager",
+    "ShutdownTimeoutError",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("mcr.manager."):
+        _obj.__module__ = "mcr.manager"

@@ -1,0 +1,267 @@
+"""The manager's table of engaged clusters and the per-cluster tasks of every aware runnable.
+
+:meth:`Engagements.engage` is the body of :meth:`mcr.manager.Manager.engage`. Each engagement runs
+in a task of its own (so the provider's call only waits on it): the coordinator decides whether
+this replica runs the cluster, and while it does, every *active* aware runnable is engaged with the
+cluster in its own supervised task. Aware runnables become active when the manager starts them
+(leader-election runnables only once elected); an aware activated after clusters were engaged is
+engaged with every one of them at once (replay), which upstream does not do.
+
+Engaging a name again, with the same or another cluster object, replaces the earlier engagement:
+its tasks are cancelled and awaited (each aware tears that cluster down) before the new one
+starts, and the earlier ``engage`` call returns. Cancelling an ``engage`` call disengages: it
+returns only after every per-cluster task of that engagement has ended, then re-raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mcr.manager.runnables import runnable_name, stop_tasks
+from mcr.metrics import CLUSTER_ENGAGE_TOTAL
+
+if TYPE_CHECKING:
+    from mcr.cluster import Cluster
+    from mcr.manager.coordinator import Coordinator
+    from mcr.multicluster import Aware
+
+__all__ = ["ClusterInfo", "ClusterState", "Engagements"]
+
+log = logging.getLogger("mcr.manager")
+
+_RETRY_INITIAL = 0.5
+_RETRY_MAX = 30.0
+
+
+class ClusterState(enum.StrEnum):
+    """Where an engaged cluster stands.
+
+    ``pending``: engaged, the controllers' watches are not all synced yet (or this replica does not
+    run the cluster, see the coordinator). ``synced``: every watch synced. ``failed``: a watch
+    cannot sync (unreachable, forbidden, sync timeout); it is being retried. ``error``: an aware
+    runnable's ``engage`` raised; it is restarted with backoff.
+    """
+
+    PENDING = "pending"
+    SYNCED = "synced"
+    FAILED = "failed"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A snapshot of one engaged cluster, as :meth:`mcr.manager.Manager.clusters` lists it."""
+
+    name: str
+    cluster: Cluster
+    state: ClusterState
+    error: str | None
+    engaged_at: float  # wall-clock time.time() of the engagement
+    running: bool  # whether this replica runs its controllers (the coordinator said so)
+
+
+@dataclass(eq=False)
+class _Engagement:
+    name: str
+    cluster: Cluster
+    engaged_at: float = field(default_factory=time.time)
+    task: asyncio.Task[None] | None = None
+    running: bool = False
+    aware_tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)  # per aware, while it is failing
+    last_error: str | None = None
+
+
+class Engagements:
+    """Engaged clusters, the active aware runnables, and the tasks joining them."""
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+        self._awares: list[Aware] = []
+        self._table: dict[str, _Engagement] = {}
+        # One lock per name ever engaged (kept: names are few and a lock is small), so replacing one
+        # cluster never waits on another cluster's teardown.
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.closed = False
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def get(self, name: str) -> Cluster | None:
+        eng = self._table.get(name)
+        return eng.cluster if eng is not None else None
+
+    def names(self) -> list[str]:
+        return sorted(self._table)
+
+    def infos(self) -> list[ClusterInfo]:
+        return [self._info(eng) for _, eng in sorted(self._table.items())]
+
+    def task_count(self) -> int:
+        """Tasks currently owned by the table (engagements and per-aware tasks); for leak checks."""
+        return sum(1 + len(e.aware_tasks) for e in self._table.values())
+
+    def _info(self, eng: _Engagement) -> ClusterInfo:
+        return ClusterInfo(
+            name=eng.name,
+            cluster=eng.cluster,
+            state=self._state(eng),
+            error=eng.last_error,
+            engaged_at=eng.engaged_at,
+            running=eng.running,
+        )
+
+    def _state(self, eng: _Engagement) -> ClusterState:
+        if eng.errors:
+            return ClusterState.ERROR
+        if not eng.running:
+            return ClusterState.PENDING
+        states: list[str] = []
+        for aware in self._awares:
+            report = getattr(aware, "clusters", None)
+            if callable(report):
+                state = report().get(eng.name)
+                if state is None:
+                    states.append(ClusterState.PENDING)  # not engaged with it yet
+                elif state != "filtered":
+                    states.append(str(state))
+        if ClusterState.FAILED in states:
+            return ClusterState.FAILED
+        if all(s == ClusterState.SYNCED for s in states):
+            return ClusterState.SYNCED
+        return ClusterState.PENDING
+
+    # -- aware runnables -------------------------------------------------------------------------
+
+    def activate(self, aware: Aware) -> None:
+        """Engage ``aware`` with every running engagement now and with every later one."""
+        if any(a is aware for a in self._awares):
+            return
+        self._awares.append(aware)
+        for eng in self._table.values():
+            if eng.running:
+                self._spawn(eng, aware)
+
+    # -- engagement ------------------------------------------------------------------------------
+
+    async def engage(self, name: str, cluster: Cluster, *, coordinate: bool = True) -> None:
+        """Engage ``cluster`` as ``name`` until cancelled or replaced (see the module docstring).
+
+        Errors raised by the coordinator propagate (the engagement is then dropped). After
+        :meth:`close` a call waits, without engaging anything, until it is cancelled.
+        """
+        if self.closed:
+            await asyncio.get_running_loop().create_future()
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            old = self._table.get(name)
+            if old is not None:
+                log.info("replacing engaged cluster", extra={"cluster": name})
+                await self._end(old, "replaced")
+            eng = _Engagement(name, cluster)
+            self._table[name] = eng
+            eng.task = asyncio.create_task(self._coordinate(eng, coordinate), name=f"mcr-engagement-{name}")
+        CLUSTER_ENGAGE_TOTAL.labels("engaged").inc()
+        log.info("engaged cluster", extra={"cluster": name})
+        try:
+            await asyncio.wait([eng.task])
+        except asyncio.CancelledError:
+            await self._end(eng, "disengaged")
+            log.info("disengaged cluster", extra={"cluster": name})
+            raise
+        if eng.task.cancelled():
+            return  # replaced (or closed): the earlier caller's engagement simply ends
+        exc = eng.task.exception()
+        if exc is not None:
+            self._drop(eng)
+            CLUSTER_ENGAGE_TOTAL.labels("failed").inc()
+            raise exc
+
+    async def close(self) -> list[str]:
+        """Disengage every cluster (awaiting all teardown); later ``engage`` calls engage nothing."""
+        self.closed = True
+        tasks = [e.task for e in self._table.values() if e.task is not None]
+        overran = await stop_tasks(tasks, None)
+        self._table.clear()
+        return overran
+
+    async def _end(self, eng: _Engagement, result: str) -> None:
+        if eng.task is not None:
+            await stop_tasks([eng.task], None)
+        self._drop(eng)
+        CLUSTER_ENGAGE_TOTAL.labels(result).inc()
+
+    def _drop(self, eng: _Engagement) -> None:
+        if self._table.get(eng.name) is eng:
+            del self._table[eng.name]
+
+    async def _coordinate(self, eng: _Engagement, coordinate: bool) -> None:
+        run = functools.partial(self._run, eng)
+        if coordinate:
+            await self.coordinator.coordinate(eng.name, eng.cluster, run)
+        else:
+            await run()
+        # A coordinator must not return while engaged; hold the engagement until cancelled.
+        await asyncio.get_running_loop().create_future()
+
+    async def _run(self, eng: _Engagement) -> None:
+        """Engage every active aware with ``eng`` until cancelled (the coordinator's ``run``)."""
+        if eng.running:
+            raise RuntimeError(f"cluster {eng.name!r} is already running on this replica")
+        eng.running = True
+        try:
+            for aware in list(self._awares):
+                self._spawn(eng, aware)
+            await asyncio.get_running_loop().create_future()
+        finally:
+            eng.running = False
+            tasks = list(eng.aware_tasks.values())
+            eng.aware_tasks.clear()
+            eng.errors.clear()
+            await stop_tasks(tasks, None)
+
+    def _spawn(self, eng: _Engagement, aware: Aware) -> None:
+        key = id(aware)
+        if key in eng.aware_tasks:
+            return
+        task = asyncio.create_task(
+            self._supervise(eng, aware), name=f"mcr-engage-{runnable_name(aware)}-{eng.name}"
+        )
+        eng.aware_tasks[key] = task
+        task.add_done_callback(functools.partial(self._aware_done, eng, key))
+
+    @staticmethod
+    def _aware_done(eng: _Engagement, key: int, task: asyncio.Task[None]) -> None:
+        if eng.aware_tasks.get(key) is task:
+            del eng.aware_tasks[key]
+
+    async def _supervise(self, eng: _Engagement, aware: Any) -> None:
+        """Run ``aware.engage`` for ``eng``; restart it with backoff if it raises."""
+        delay = _RETRY_INITIAL
+        key = id(aware)
+        while True:
+            try:
+                await aware.engage(eng.name, eng.cluster)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                message = f"{runnable_name(aware)}: {type(exc).__name__}: {exc}"
+                eng.errors[key] = eng.last_error = message
+                CLUSTER_ENGAGE_TOTAL.labels("failed").inc()
+                log.exception(
+                    "engaging cluster failed, retrying in %.1fs",
+                    delay,
+                    extra={"cluster": eng.name, "runnable": runnable_name(aware)},
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX)
+                eng.errors.pop(key, None)
+                continue
+            # Returned while still engaged: the aware considers its engagement done.
+            log.debug("engage returned", extra={"cluster": eng.name, "runnable": runnable_name(aware)})
+            return

@@ -1,0 +1,283 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics.
+
+A :class:`LeaderElector` campaigns for one Lease: it retries every ``retry_period`` (jittered by up
+to 1.2x, so replicas do not hit the server in lockstep) until it holds the lease, then renews it
+every ``retry_period``. Another holder's lease counts as expired only when its record has not
+changed for ``lease_duration`` by *this* process's monotonic clock (clock skew between replicas
+cannot hand the lease to two holders). If a renewal does not succeed within ``renew_deadline``,
+leadership is lost: :meth:`LeaderElector.run` raises :class:`LeaderElectionLostError` and the
+manager stops; there is no re-campaign, the process is expected to exit.
+
+Writes use the lease's resourceVersion, so two candidates can never both win one round (the
+loser gets 409 Conflict). ``leaseTransitions`` counts holder changes; times are MicroTime with
+microseconds. With ``release_on_cancel``, cancelling a leader empties ``holderIdentity`` (and sets
+``leaseDurationSeconds`` to 1) so a standby takes over at once instead of after the lease expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from mcr.errors import AlreadyExistsError, ConflictError, MCRError, NotFoundError
+from mcr.metrics import LEADER_ELECTION_MASTER_STATUS, LEADER_ELECTION_SLOWPATH_TOTAL
+
+if TYPE_CHECKING:
+    from mcr.transport import Transport
+
+__all__ = ["JITTER_FACTOR", "LeaderElectionLostError", "LeaderElector", "format_micro_time"]
+
+log = logging.getLogger("mcr.leaderelection")
+
+JITTER_FACTOR = 1.2
+"""client-go's jitter factor: acquisition retries wait ``retry_period * (1 + random() * 1.2)``."""
+
+
+class LeaderElectionLostError(MCRError):
+    """This replica lost (or could not renew) its leader lease; the manager stopped."""
+
+    def __init__(self, lease: str, identity: str, reason: str) -> None:
+        self.lease = lease
+        self.identity = identity
+        super().__init__(f"leader election lost: lease {lease} held by {identity!r}: {reason}")
+
+
+def format_micro_time(ts: datetime.datetime | None = None) -> str:
+    """A Kubernetes MicroTime (``2006-01-02T15:04:05.000000Z``) for ``ts`` (default: now, UTC)."""
+    ts = ts if ts is not None else datetime.datetime.now(datetime.UTC)
+    return ts.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Observed:
+    spec: dict[str, Any]
+    at: float  # monotonic time when this record was first seen
+
+
+class LeaderElector:
+    """Campaigns for and holds one Lease through ``transport`` (which this object does not own).
+
+    ``elected`` is set while this replica leads. ``run`` campaigns, then renews until cancelled
+    (returns by re-raising ``CancelledError`` after the optional release) or until leadership is
+    lost (raises :class:`LeaderElectionLostError`). ``run`` may be called once.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        name: str,
+        namespace: str,
+        identity: str,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        release_on_cancel: bool = False,
+    ) -> None:
+        if not name:
+            raise ValueError("leader election needs a lease name (leader_election_id)")
+        if not namespace:
+            raise ValueError(f"leader election lease {name!r} needs a namespace (leader_election_namespace)")
+        if not lease_duration > renew_deadline:
+            raise ValueError(
+                f"lease_duration ({lease_duration}) must be greater than renew_deadline ({renew_deadline})"
+            )
+        if not renew_deadline > JITTER_FACTOR * retry_period:
+            raise ValueError(
+                f"renew_deadline ({renew_deadline}) must be greater than "
+                f"{JITTER_FACTOR} x retry_period ({retry_period})"
+            )
+        if retry_period <= 0:
+            raise ValueError(f"retry_period ({retry_period}) must be positive")
+        self._transport = transport
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.release_on_cancel = release_on_cancel
+        self.request_timeout = max(renew_deadline / 2, 1.0)
+        self.elected = asyncio.Event()
+        self._observed: _Observed | None = None
+        self._lease: dict[str, Any] | None = None  # the last lease object read or written by us
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self._rng = random.Random()
+        LEADER_ELECTION_MASTER_STATUS.labels(name).set(0)
+
+    @property
+    def lease_key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    # -- running ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Acquire, then renew until cancelled or lost (see the class docstring)."""
+        try:
+            await self._acquire()
+            log.info("became leader", extra={"lease": self.lease_key, "identity": self.identity})
+            self.elected.set()
+            LEADER_ELECTION_MASTER_STATUS.labels(self.name).set(1)
+            await self._renew_loop()
+        except asyncio.CancelledError:
+            if self.release_on_cancel and self.elected.is_set():
+                await self._release()
+            raise
+        finally:
+            self.elected.clear()
+            LEADER_ELECTION_MASTER_STATUS.labels(self.name).set(0)
+
+    async def _acquire(self) -> None:
+        log.info(
+            "attempting to acquire leader lease", extra={"lease": self.lease_key, "identity": self.identity}
+        )
+        while not await self._try_acquire_or_renew():  # noqa: ASYNC110  # polling the server is the point
+            await asyncio.sleep(self.retry_period * (1 + self._rng.random() * JITTER_FACTOR))
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.retry_period)
+            deadline = time.monotonic() + self.renew_deadline
+            while not await self._try_acquire_or_renew(deadline=deadline):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise LeaderElectionLostError(
+                        self.lease_key, self.identity, f"failed to renew within {self.renew_deadline}s"
+                    )
+                await asyncio.sleep(min(self.retry_period, remaining))
+
+    # -- one round -------------------------------------------------------------------------------
+
+    async def _try_acquire_or_renew(self, *, deadline: float | None = None) -> bool:
+        """One client-go ``tryAcquireOrRenew`` round; False on any error or when another holds it."""
+        timeout = self.request_timeout
+        if deadline is not None:
+            timeout = min(timeout, max(deadline - time.monotonic(), 0.001))
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._round()
+        except TimeoutError:
+            log.warning("lease request timed out", extra={"lease": self.lease_key, "timeout": timeout})
+            return False
+        except LeaderElectionLostError:
+            raise
+        except MCRError as exc:
+            log.warning(
+                "error acquiring or renewing the leader lease",
+                extra={"lease": self.lease_key, "error": str(exc)},
+            )
+            return False
+
+    async def _round(self) -> bool:
+        now = format_micro_time()
+        # Fast path: we lead and hold the last lease object we wrote; update it directly.
+        if self.elected.is_set() and self._lease is not None:
+            try:
+                self._lease = await self._put(self._renewed(self._lease, now))
+                self._observe(self._lease)
+                return True
+            except ConflictError:
+                LEADER_ELECTION_SLOWPATH_TOTAL.labels(self.name).inc()
+        try:
+            lease = await self._get()
+        except NotFoundError:
+            try:
+                self._lease = await self._create(now)
+            except AlreadyExistsError:
+                return False
+            self._observe(self._lease)
+            return True
+        self._observe(lease)
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        assert self._observed is not None
+        held_by_other = holder and holder != self.identity
+        if held_by_other and self._observed.at + self._duration_of(spec) > time.monotonic():
+            if self.elected.is_set():
+                raise LeaderElectionLostError(self.lease_key, self.identity, f"lease taken by {holder!r}")
+            return False
+        try:
+            self._lease = await self._put(self._renewed(lease, now))
+        except ConflictError:
+            return False
+        self._observe(self._lease)
+        return True
+
+    def _duration_of(self, spec: dict[str, Any]) -> float:
+        value = spec.get("leaseDurationSeconds")
+        return float(value) if isinstance(value, int | float) and value > 0 else self.lease_duration
+
+    def _observe(self, lease: dict[str, Any]) -> None:
+        spec = dict(lease.get("spec") or {})
+        if self._observed is None or self._observed.spec != spec:
+            self._observed = _Observed(spec, time.monotonic())
+
+    def _renewed(self, lease: dict[str, Any], now: str) -> dict[str, Any]:
+        spec = dict(lease.get("spec") or {})
+        if spec.get("holderIdentity") != self.identity:
+            spec["acquireTime"] = now
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
+                1 if spec.get("holderIdentity") else 0
+            )
+        spec.setdefault("leaseTransitions", 0)
+        spec.setdefault("acquireTime", now)
+        spec["holderIdentity"] = self.identity
+        spec["leaseDurationSeconds"] = max(round(self.lease_duration), 1)
+        spec["renewTime"] = now
+        return {**lease, "spec": spec}
+
+    async def _release(self) -> None:
+        """Empty the holder so a standby can take over at once; errors are logged, not raised."""
+        lease = self._lease
+        if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+            return
+        now = format_micro_time()
+        spec = dict(lease.get("spec") or {})
+        spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=now, acquireTime=now)
+        try:
+            async with asyncio.timeout(self.request_timeout):
+                await self._put({**lease, "spec": spec})
+            log.info("released leader lease", extra={"lease": self.lease_key, "identity": self.identity})
+        except (TimeoutError, MCRError) as exc:
+            log.warning("failed to release leader lease", extra={"lease": self.lease_key, "error": str(exc)})
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    async def _get(self) -> dict[str, Any]:
+        resp = await self._transport.request("GET", self._path)
+        lease: dict[str, Any] = resp.json()
+        return lease
+
+    async def _create(self, now: str) -> dict[str, Any]:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": max(round(self.lease_duration), 1),
+                "acquireTime": now,
+                "renewTime": now,
+                "leaseTransitions": 0,
+            },
+        }
+        resp = await self._transport.request(
+            "POST", self._collection, body=orjson.dumps(body), content_type="application/json"
+        )
+        created: dict[str, Any] = resp.json()
+        return created
+
+    async def _put(self, lease: dict[str, Any]) -> dict[str, Any]:
+        resp = await self._transport.request(
+            "PUT", self._path, body=orjson.dumps(lease), content_type="application/json"
+        )
+        updated: dict[str, Any] = resp.json()
+        return updated

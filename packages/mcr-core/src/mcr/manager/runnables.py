@@ -1,0 +1,165 @@
+"""Runnables and the groups the manager starts and stops them in.
+
+A runnable is any object with ``async def start(self) -> None``. It runs until it returns or until
+its task is cancelled; cancelling is how the manager stops it. A runnable that wants to drain (a
+controller finishing in-flight reconciles) does so when first cancelled and then re-raises; if the
+manager's grace period runs out it cancels again, which must abort the drain.
+
+``need_leader_election`` (attribute or zero-argument method) decides the group: ``True`` (also when
+absent, as in controller-runtime) means the runnable starts only once this replica leads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Runnable", "RunnableFunc", "RunnableGroup", "needs_leader_election", "runnable_name"]
+
+log = logging.getLogger("mcr.manager")
+
+
+@runtime_checkable
+class Runnable(Protocol):
+    """Something the manager runs: ``start`` runs until done or cancelled."""
+
+    async def start(self) -> None: ...
+
+
+class RunnableFunc:
+    """Wrap an ``async def fn() -> None`` as a runnable (``need_leader_election`` as given)."""
+
+    def __init__(
+        self, fn: Callable[[], Awaitable[None]], *, need_leader_election: bool = True, name: str = ""
+    ) -> None:
+        self._fn = fn
+        self.need_leader_election = need_leader_election
+        self.name = name or getattr(fn, "__qualname__", repr(fn))
+
+    async def start(self) -> None:
+        await self._fn()
+
+    def __repr__(self) -> str:
+        return f"RunnableFunc({self.name})"
+
+
+def needs_leader_election(runnable: object) -> bool:
+    """Whether ``runnable`` may only run on the leader (default ``True``)."""
+    value = getattr(runnable, "need_leader_election", True)
+    if callable(value):
+        value = value()
+    return bool(value)
+
+
+def runnable_name(runnable: object) -> str:
+    """A name for logs and errors: its ``name`` attribute, else its class name."""
+    name = getattr(runnable, "name", None)
+    if isinstance(name, str) and name:
+        return f"{type(runnable).__name__}({name})"
+    return type(runnable).__name__
+
+
+class RunnableGroup:
+    """Runnables started and stopped together, each in its own task.
+
+    ``add`` before :meth:`start` queues the runnable; ``add`` after starts it at once. ``on_error``
+    is called with the runnable and the exception when a ``start`` raises (not on cancellation).
+    :meth:`stop` cancels every task and waits until ``deadline`` (monotonic time, ``None`` = wait
+    forever); it returns the names of runnables still running then, after cancelling them again.
+    """
+
+    def __init__(self, name: str, on_error: Callable[[object, BaseException], None]) -> None:
+        self.name = name
+        self._on_error = on_error
+        self._runnables: list[Any] = []
+        self._tasks: dict[asyncio.Task[None], Any] = {}
+        self.started = False
+        self.stopping = False
+        self._on_start: list[Callable[[Any], None]] = []
+
+    def __len__(self) -> int:
+        return len(self._runnables)
+
+    @property
+    def runnables(self) -> list[Any]:
+        return list(self._runnables)
+
+    def add(self, runnable: Any) -> None:
+        self._runnables.append(runnable)
+        if self.started and not self.stopping:
+            self._spawn(runnable)
+
+    def on_start(self, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(runnable)`` right after each runnable's task is created."""
+        self._on_start.append(callback)
+
+    def start(self) -> None:
+        """Start every queued runnable; repeat calls do nothing."""
+        if self.started:
+            return
+        self.started = True
+        for runnable in self._runnables:
+            self._spawn(runnable)
+
+    def _spawn(self, runnable: Any) -> None:
+        task = asyncio.create_task(runnable.start(), name=f"mcr-{self.name}-{runnable_name(runnable)}")
+        self._tasks[task] = runnable
+        task.add_done_callback(self._done)
+        for callback in self._on_start:
+            callback(runnable)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        runnable = self._tasks.pop(task, None)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._on_error(runnable, exc)
+        elif not self.stopping:
+            log.debug("runnable returned", extra={"runnable": runnable_name(runnable), "group": self.name})
+
+    @property
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return list(self._tasks)
+
+    async def stop(self, deadline: float | None) -> list[str]:
+        """Cancel and wait (see the class docstring); returns runnables that overran the deadline."""
+        self.stopping = True
+        return await stop_tasks(self._tasks, deadline)
+
+
+async def stop_tasks(
+    tasks: Iterable[asyncio.Task[Any]] | dict[asyncio.Task[Any], Any], deadline: float | None
+) -> list[str]:
+    """Cancel ``tasks`` and wait until they end or ``deadline`` passes (then cancel them again).
+
+    Returns the names of the tasks still running at the deadline. Those get cancelled repeatedly for
+    up to 5 more seconds so none is left un-awaited; a task that survives even that is reported and
+    left to the event loop's shutdown. The caller's own cancellation is re-raised after the wait.
+    """
+    pending = {t for t in list(tasks) if not t.done()}
+    for task in pending:
+        task.cancel()
+    if not pending:
+        return []
+    cancelled_meanwhile = False
+    timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+    try:
+        _, pending = await asyncio.wait(pending, timeout=timeout)
+    except asyncio.CancelledError:
+        # asyncio.wait does not cancel what it waits for: keep waiting, re-raise afterwards.
+        cancelled_meanwhile = True
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        _, pending = await asyncio.wait(pending, timeout=remaining)
+    overran = sorted(t.get_name() for t in pending)
+    abort_deadline = time.monotonic() + 5.0
+    while pending and time.monotonic() < abort_deadline:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.1)
+    if cancelled_meanwhile:
+        raise asyncio.CancelledError
+    return overran
