@@ -223,10 +223,9 @@ class LeaderElector:
     def _renewed(self, lease: dict[str, Any], now: str) -> dict[str, Any]:
         spec = dict(lease.get("spec") or {})
         if spec.get("holderIdentity") != self.identity:
+            # Taking over (from another holder or a released lease) is a transition, as in client-go.
             spec["acquireTime"] = now
-            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
-                1 if spec.get("holderIdentity") else 0
-            )
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
         spec.setdefault("leaseTransitions", 0)
         spec.setdefault("acquireTime", now)
         spec["holderIdentity"] = self.identity
