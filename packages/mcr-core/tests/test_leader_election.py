@@ -9,13 +9,13 @@ from typing import Any
 
 import orjson
 import pytest
-from mcr_envtest import ServerThread
 
 from mcr.config import load_config
 from mcr.manager import LeaderElectionLostError, LeaderElector
 from mcr.manager.leaderelection import format_micro_time
 from mcr.testing import eventually
 from mcr.transport import Transport
+from mcr_envtest import ServerThread
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/default/leases/le-test"
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
