@@ -124,6 +124,7 @@ class Transport:
         self._closed = False
         self._limiter = _TokenBucket(config.qps, config.burst) if config.qps and config.qps > 0 else None
         self._streams: set[aiohttp.ClientResponse] = set()
+        self._closing: set[asyncio.Future[None]] = set()
 
     def __repr__(self) -> str:
         return f"Transport(cluster={self.cluster_name!r}, host={self.host!r}, closed={self._closed})"
@@ -159,12 +160,14 @@ class Transport:
     async def close(self) -> None:
         """Close every connection and the session. Idempotent; safe to call from any task."""
         self._closed = True
-        for resp in list(self._streams):
-            resp.close()
         self._streams.clear()
         session, self._session = self._session, None
         if session is not None:
-            await session.close()
+            await session.close()  # closes pooled and in-use connections and waits for them
+        if self._closing:
+            # Streams closed early: wait until their TLS shutdown released the sockets.
+            await asyncio.wait(self._closing, timeout=2.0)
+            self._closing.clear()
 
     async def __aenter__(self) -> Transport:
         return self
@@ -392,8 +395,14 @@ class _Stream:
         self._transport._streams.discard(resp)
         if resp.content.at_eof():
             resp.release()
-        else:
-            resp.close()
+            return
+        conn = resp.connection
+        closed = conn.protocol.closed if conn is not None and conn.protocol is not None else None
+        resp.close()
+        if closed is not None and not closed.done():
+            pending = self._transport._closing
+            pending.add(closed)
+            closed.add_done_callback(pending.discard)
 
 
 class _Lines:

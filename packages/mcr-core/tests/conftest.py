@@ -1,0 +1,39 @@
+"""Shared fixtures for mcr-core tests: a Transport and a Client bound to the ``apiserver`` fixture.
+
+The ``apiserver`` fixture (a fresh HTTPS mcr-envtest server per test) comes from the mcr-envtest
+pytest plugin. Keep this file small; put fixtures used by one test module in that module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from mcr.config import RestConfig
+from mcr.transport import Transport
+
+
+@pytest.fixture
+def rest_config(apiserver: Any) -> RestConfig:
+    """Admin settings for the ``apiserver`` fixture (from its kubeconfig dict)."""
+    return RestConfig.from_kubeconfig(apiserver.kubeconfig)
+
+
+@pytest.fixture
+async def transport(rest_config: RestConfig) -> AsyncIterator[Transport]:
+    """A Transport to ``apiserver``, closed at teardown."""
+    t = rest_config.transport(cluster_name="test")
+    try:
+        yield t
+    finally:
+        await t.close()
+
+
+@pytest.fixture
+async def client(transport: Transport) -> Any:
+    """An uncached :class:`mcr.client.Client` over ``transport``."""
+    from mcr.client import Client
+
+    return Client(transport)

@@ -1,0 +1,145 @@
+"""Transport against a real mcr-envtest server: requests, retries, errors, streams, close()."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any
+
+import orjson
+import pytest
+
+from mcr.config import RestConfig
+from mcr.errors import NotFoundError, TooManyRequestsError, TransportError
+from mcr.metrics import REGISTRY
+from mcr.transport import Transport
+
+
+def _retries(code: str) -> float:
+    total = 0.0
+    for metric in REGISTRY.collect():
+        if metric.name == "rest_client_request_retries":
+            for s in metric.samples:
+                if (
+                    s.name.endswith("_total")
+                    and s.labels.get("code") == code
+                    and s.labels.get("cluster") == "test"
+                ):
+                    total += s.value
+    return total
+
+
+async def test_get_and_not_found(transport: Transport) -> None:
+    resp = await transport.request("GET", "/api/v1/namespaces/default")
+    assert resp.status == 200
+    assert resp.json()["metadata"]["name"] == "default"
+    with pytest.raises(NotFoundError) as err:
+        await transport.request("GET", "/api/v1/namespaces/default/configmaps/nope")
+    assert err.value.code == 404
+    assert err.value.status["reason"] == "NotFound"
+    assert "nope" in str(err.value)
+    assert "test" in str(err.value)  # names the cluster
+
+
+@pytest.mark.parametrize(("status", "text"), [(429, True), (503, False), (500, False)])
+async def test_retry_after_is_honoured(apiserver: Any, transport: Transport, status: int, text: bool) -> None:
+    before = _retries(str(status))
+    apiserver.faults.fail_next(2, status=status, retry_after=0.1, text=text)
+    body = orjson.dumps({"metadata": {"name": f"cm-{status}"}, "data": {"a": "b"}})
+    resp = await transport.request(
+        "POST", "/api/v1/namespaces/default/configmaps", body=body, content_type="application/json"
+    )
+    assert resp.status == 201
+    assert _retries(str(status)) - before == 2
+
+
+async def test_without_retry_after_is_not_retried(apiserver: Any, transport: Transport) -> None:
+    apiserver.faults.fail_next(1, status=429, text=True)
+    with pytest.raises(TooManyRequestsError) as err:
+        await transport.request("GET", "/api/v1/namespaces")
+    assert err.value.code == 429
+    assert "Too many requests" in err.value.message
+
+
+async def test_retries_stop_after_max(apiserver: Any, rest_config: RestConfig) -> None:
+    t = rest_config.copy(max_retries=2).transport("test")
+    try:
+        apiserver.faults.fail_next(5, status=429, retry_after=0.01)
+        with pytest.raises(TooManyRequestsError) as err:
+            await t.request("GET", "/api/v1/namespaces")
+        assert err.value.retry_after == pytest.approx(0.01)
+    finally:
+        await t.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_unreachable_server_fails_after_connect_timeout() -> None:
+    port = _closed_port()
+    config = RestConfig(host=f"https://127.0.0.1:{port}", connect_timeout=1.0)
+    t = config.transport("far-away")
+    try:
+        start = time.monotonic()
+        with pytest.raises(TransportError) as err:
+            await t.request("GET", "/api/v1/namespaces")
+        elapsed = time.monotonic() - start
+    finally:
+        await t.close()
+    assert 0.5 <= elapsed < 5.0
+    msg = str(err.value)
+    assert "far-away" in msg
+    assert f"https://127.0.0.1:{port}/api/v1/namespaces" in msg
+    assert "unreachable" in msg
+
+
+async def test_writes_are_not_retried_on_connection_errors() -> None:
+    config = RestConfig(host=f"http://127.0.0.1:{_closed_port()}", connect_timeout=5.0)
+    t = config.transport("x")
+    try:
+        start = time.monotonic()
+        with pytest.raises(TransportError):
+            await t.request("POST", "/api/v1/namespaces", body=b"{}")
+        assert time.monotonic() - start < 1.0
+    finally:
+        await t.close()
+
+
+async def test_stream_reads_watch_lines(apiserver: Any, transport: Transport) -> None:
+    query = {"watch": "true", "timeoutSeconds": "5"}
+    async with transport.stream("/api/v1/namespaces/default/configmaps", query=query) as lines:
+        await transport.request(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            body=orjson.dumps({"metadata": {"name": "watched"}}),
+            content_type="application/json",
+        )
+        async for line in lines:
+            event = orjson.loads(line)
+            if event["object"]["metadata"]["name"] == "watched":
+                assert event["type"] == "ADDED"
+                break
+
+
+async def test_close_leaves_no_connection_or_task(transport: Transport) -> None:
+    tasks_before = asyncio.all_tasks()
+    await transport.request("GET", "/api/v1/namespaces")
+    stream = transport.stream("/api/v1/namespaces", query={"watch": "true"})
+    lines = await stream.__aenter__()
+    connector = transport.connector
+    assert connector is not None
+    reader = asyncio.create_task(anext(lines, None))
+    await asyncio.sleep(0.05)
+    await transport.close()
+    await asyncio.wait_for(reader, 5)  # the open stream ends (or yields what it had) instead of hanging
+    await stream.__aexit__(None, None, None)
+    assert connector.closed
+    assert not connector._conns  # no pooled connection left
+    assert not connector._acquired  # no connection in use
+    assert asyncio.all_tasks() - tasks_before - {asyncio.current_task()} == set()
+    with pytest.raises(TransportError, match="closed"):
+        await transport.request("GET", "/api/v1/namespaces")
