@@ -1,0 +1,43 @@
+"""``python -m bench [name ...] [--option ...]``: run the named benchmark packages (all by default).
+
+Every sub-package of ``bench`` that exposes ``main(argv)`` is a benchmark; options (arguments
+starting with ``-``) are passed to each one. Exits non-zero when any benchmark fails or a name is
+unknown.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+
+def available() -> list[str]:
+    """Names of the benchmark packages next to this file, sorted."""
+    return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.ispkg)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    names = [a for a in args if not a.startswith("-")]
+    options = [a for a in args if a.startswith("-")]
+    known = available()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print(f"unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(known)}", file=sys.stderr)
+        return 2
+    status = 0
+    for name in names or known:
+        module = importlib.import_module(f"bench.{name}")
+        run = getattr(module, "main", None)
+        if run is None:
+            continue
+        print(f"== bench {name}", flush=True)
+        code = run(options)
+        status = status or int(code or 0)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
