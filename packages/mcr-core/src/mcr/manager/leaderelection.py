@@ -32,7 +32,13 @@ from mcr.metrics import LEADER_ELECTION_MASTER_STATUS, LEADER_ELECTION_SLOWPATH_
 if TYPE_CHECKING:
     from mcr.transport import Transport
 
-__all__ = ["JITTER_FACTOR", "LeaderElectionLostError", "LeaderElector", "format_micro_time"]
+__all__ = [
+    "JITTER_FACTOR",
+    "LeaderElectionLostError",
+    "LeaderElector",
+    "format_micro_time",
+    "validate_options",
+]
 
 log = logging.getLogger("mcr.leaderelection")
 
@@ -53,6 +59,30 @@ def format_micro_time(ts: datetime.datetime | None = None) -> str:
     """A Kubernetes MicroTime (``2006-01-02T15:04:05.000000Z``) for ``ts`` (default: now, UTC)."""
     ts = ts if ts is not None else datetime.datetime.now(datetime.UTC)
     return ts.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def validate_options(
+    name: str, namespace: str, lease_duration: float, renew_deadline: float, retry_period: float
+) -> None:
+    """Raise ``ValueError`` naming the option unless the lease is named and the timings are sane.
+
+    client-go's rule: ``lease_duration > renew_deadline > 1.2 * retry_period > 0``.
+    """
+    if not name:
+        raise ValueError("leader election needs a lease name (leader_election_id)")
+    if not namespace:
+        raise ValueError(f"leader election lease {name!r} needs a namespace (leader_election_namespace)")
+    if not lease_duration > renew_deadline:
+        raise ValueError(
+            f"lease_duration ({lease_duration}) must be greater than renew_deadline ({renew_deadline})"
+        )
+    if not renew_deadline > JITTER_FACTOR * retry_period:
+        raise ValueError(
+            f"renew_deadline ({renew_deadline}) must be greater than "
+            f"{JITTER_FACTOR} x retry_period ({retry_period})"
+        )
+    if retry_period <= 0:
+        raise ValueError(f"retry_period ({retry_period}) must be positive")
 
 
 @dataclass
@@ -81,21 +111,7 @@ class LeaderElector:
         retry_period: float = 2.0,
         release_on_cancel: bool = False,
     ) -> None:
-        if not name:
-            raise ValueError("leader election needs a lease name (leader_election_id)")
-        if not namespace:
-            raise ValueError(f"leader election lease {name!r} needs a namespace (leader_election_namespace)")
-        if not lease_duration > renew_deadline:
-            raise ValueError(
-                f"lease_duration ({lease_duration}) must be greater than renew_deadline ({renew_deadline})"
-            )
-        if not renew_deadline > JITTER_FACTOR * retry_period:
-            raise ValueError(
-                f"renew_deadline ({renew_deadline}) must be greater than "
-                f"{JITTER_FACTOR} x retry_period ({retry_period})"
-            )
-        if retry_period <= 0:
-            raise ValueError(f"retry_period ({retry_period}) must be positive")
+        validate_options(name, namespace, lease_duration, renew_deadline, retry_period)
         self._transport = transport
         self.name = name
         self.namespace = namespace

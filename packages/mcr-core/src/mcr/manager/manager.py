@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from mcr.errors import ClusterNotFoundError, MCRError
 from mcr.manager.coordinator import BasicCoordinator, Coordinator
 from mcr.manager.engagements import ClusterInfo, ClusterState, Engagements
-from mcr.manager.leaderelection import LeaderElectionLostError, LeaderElector
+from mcr.manager.leaderelection import LeaderElectionLostError, LeaderElector, validate_options
 from mcr.manager.probes import Check, HTTPServer, ProbeSet, health_app, metrics_app, parse_bind_address
 from mcr.manager.runnables import (
     RunnableFunc,
@@ -135,6 +135,7 @@ class Manager:
                     "leader_election_namespace is required when not running in a cluster "
                     f"({_SA_NAMESPACE_FILE} not found)"
                 )
+            validate_options(leader_election_id, namespace, lease_duration, renew_deadline, retry_period)
             self._elector_args = dict(
                 name=leader_election_id,
                 namespace=namespace,
