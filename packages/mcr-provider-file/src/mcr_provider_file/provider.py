@@ -19,12 +19,14 @@ import glob as globlib
 import hashlib
 import logging
 import os
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcr.errors import ClusterNotFoundError
+from mcr.config import RestConfig
+from mcr.errors import ClusterNotFoundError, ConfigError
 from mcr.providers import Clusters
 from mcr_provider_file._kubeconfig import ContextSpec, KubeconfigProblem, split_contexts
 
@@ -45,8 +47,8 @@ DEFAULT_GLOBS: tuple[str, ...] = (
 )
 """File name patterns matched inside each directory (upstream multicluster-runtime's defaults)."""
 
-ClusterFactory = Callable[[dict[str, Any], str, str], "Cluster"]
-"""``factory(kubeconfig_dict, context, cluster_name)`` → a cluster (not started)."""
+ClusterFactory = Callable[["RestConfig", str], "Cluster"]
+"""``factory(config, cluster_name)`` → a cluster, not started (default: ``Cluster(config, name=...)``)."""
 
 
 @dataclass(frozen=True)
@@ -62,11 +64,17 @@ class Problem:
         return f"{where}: {self.reason}"
 
 
+@dataclass(frozen=True)
+class _Context:
+    spec: ContextSpec
+    config: RestConfig
+
+
 @dataclass
 class _FileState:
     stat_key: tuple[int, int, int, int]
     digest: str | None = None
-    specs: list[ContextSpec] = field(default_factory=list)
+    specs: list[_Context] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -81,8 +89,8 @@ class FileProvider:
     ``directories``: directories whose files matching ``globs`` are read (not recursively). When
     neither is given: the paths in ``$KUBECONFIG`` (split on ``os.pathsep``), else ``~/.kube/config``
     if it exists, else the current directory. Missing files and directories are skipped (they may
-    appear later). ``cluster_options`` are passed to :meth:`mcr.cluster.Cluster.from_kubeconfig`;
-    ``cluster_factory`` replaces that call altogether.
+    appear later). ``cluster_options`` are passed to :class:`mcr.cluster.Cluster` with each
+    context's :class:`~mcr.config.RestConfig`; ``cluster_factory`` replaces that call altogether.
 
     The provider starts each cluster before engaging it and stops it after the disengagement.
     Constructed directly or through ``mcr.providers.create("file", ...)``.
@@ -113,7 +121,7 @@ class FileProvider:
         self.separator = separator
         self.interval = interval
         self._cluster_options = dict(cluster_options or {})
-        self._factory = cluster_factory or self._from_kubeconfig
+        self._factory = cluster_factory or self._new_cluster
         self._clusters = Clusters()
         self._files: dict[str, _FileState] = {}
         self._fingerprints: dict[str, str] = {}  # cluster name -> fingerprint of what it was built from
@@ -200,8 +208,8 @@ class FileProvider:
         for entry in self.kubeconfigs:
             if globlib.has_magic(entry):
                 paths.extend(sorted(p for p in globlib.glob(entry) if os.path.isfile(p)))
-            elif os.path.isfile(entry):
-                paths.append(entry)
+            elif os.path.exists(entry):
+                paths.append(entry)  # named explicitly: reported if it is not a readable file
         for directory in self.directories:
             if not os.path.isdir(directory):
                 continue
@@ -216,12 +224,17 @@ class FileProvider:
         states: dict[str, _FileState] = {}
         for path in self._candidates():
             try:
-                key = _stat_key(os.stat(path))
+                st = os.stat(path)
             except OSError:
                 continue  # vanished between listing and stat: gone, like a removed file
+            key = _stat_key(st)
             old = previous.get(path)
             if old is not None and old.stat_key == key:
                 states[path] = old
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                # Never open it: reading a FIFO would block forever.
+                states[path] = self._failed(path, key, old, "is not a regular file")
                 continue
             states[path] = self._read(path, key, old)
         return states
@@ -240,7 +253,17 @@ class FileProvider:
         except KubeconfigProblem as exc:
             return self._failed(path, key, old, exc.reason, digest)
         problems = [Problem(path, p.context, p.reason) for p in context_problems]
-        return _FileState(key, digest, specs, problems)
+        contexts: list[_Context] = []
+        for spec in specs:
+            # Loading may read certificate files and parses PEM: done here, off the event loop.
+            try:
+                config = RestConfig.from_kubeconfig(spec.kubeconfig, context=spec.context)
+            except ConfigError as exc:
+                where = f"field {exc.field!r}: " if exc.field else ""
+                problems.append(Problem(path, spec.context, f"{where}{exc.detail}"))
+                continue
+            contexts.append(_Context(spec, config.copy(source=path)))
+        return _FileState(key, digest, contexts, problems)
 
     @staticmethod
     def _failed(
@@ -257,24 +280,25 @@ class FileProvider:
     # -- reconciling clusters with the files ----------------------------------------------------
 
     async def _apply(self) -> None:
-        desired: dict[str, tuple[str, ContextSpec]] = {}
+        desired: dict[str, tuple[str, _Context]] = {}
         for path, state in self._files.items():
-            for spec in state.specs:
-                desired[self.cluster_name(path, spec.context)] = (path, spec)
+            for ctx in state.specs:
+                desired[self.cluster_name(path, ctx.spec.context)] = (path, ctx)
         for name in [n for n in self._clusters.names() if n not in desired]:
             log.info("file provider: cluster %r is gone; disengaging it", name)
             self._fingerprints.pop(name, None)
             await self._clusters.remove(name)
         for name in [n for n in self._build_problems if n not in desired]:
             del self._build_problems[name]
-        for name, (path, spec) in desired.items():
+        for name, (path, ctx) in desired.items():
+            spec = ctx.spec
             if self._fingerprints.get(name) == spec.fingerprint and name in self._clusters:
                 continue
             failed = self._build_problems.get(name)
             if failed is not None and failed[0] == spec.fingerprint:
                 continue  # already failed to build from exactly these settings
             try:
-                cluster = self._factory(spec.kubeconfig, spec.context, name)
+                cluster = self._factory(ctx.config, name)
             except Exception as exc:  # noqa: BLE001 -- reported as a problem of this context only
                 self._build_problems[name] = (spec.fingerprint, Problem(path, spec.context, str(exc)))
                 if name in self._clusters:
@@ -296,10 +320,10 @@ class FileProvider:
             log.info("file provider: resolved: %s", problem)
         self._reported = current
 
-    def _from_kubeconfig(self, kubeconfig: dict[str, Any], context: str, name: str) -> Cluster:
+    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
         from mcr.cluster import Cluster
 
-        return Cluster.from_kubeconfig(kubeconfig, context=context, name=name, **self._cluster_options)
+        return Cluster(config, name=name, **self._cluster_options)
 
 
 def _defaults() -> tuple[list[str], list[str]]:
