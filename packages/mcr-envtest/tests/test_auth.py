@@ -1,0 +1,228 @@
+"""Authentication, RBAC, self reviews and TokenRequest (F30)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from mcr_envtest import ServerThread
+from mcr_envtest._schema_proto import decode_protobuf
+from mcr_envtest.auth import (
+    Authenticator,
+    Authorizer,
+    RequestAttributes,
+    Unauthenticated,
+    UserInfo,
+    forbidden_message,
+    self_subject_access_review,
+    self_subject_review,
+    token_request,
+)
+from mcr_envtest.errors import StatusError
+
+RBAC = "rbac.authorization.k8s.io"
+
+
+class Req:
+    """The two request attributes the authenticator reads (pure-function input, no HTTP involved)."""
+
+    def __init__(self, token: str | None = None) -> None:
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.transport = None
+
+
+class Store:
+    """A minimal in-memory object table with the read API the authorizer uses."""
+
+    def __init__(self, *objs: tuple[str, str, dict[str, Any]]) -> None:
+        self.objs = objs
+
+    def get(self, group: str, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        for g, r, o in self.objs:
+            md = o["metadata"]
+            if (g, r, md.get("namespace", ""), md["name"]) == (group, resource, namespace, name):
+                return o
+        return None
+
+    def list_objects(self, group: str, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return [
+            o
+            for g, r, o in self.objs
+            if (g, r) == (group, resource) and namespace in (None, o["metadata"].get("namespace"))
+        ]
+
+
+def attrs(
+    verb: str, resource: str, namespace: str = "", name: str = "", group: str = "", sub: str = ""
+) -> RequestAttributes:
+    return RequestAttributes(verb, group, resource, sub, namespace, name, "", True)
+
+
+def test_static_and_service_account_tokens() -> None:
+    authn = Authenticator()
+    authn.add_token("t1", UserInfo("alice", ("dev",)))
+    assert authn.authenticate(Req("t1")) == UserInfo("alice", ("dev", "system:authenticated"))
+    assert authn.authenticate(Req()) is None
+    with pytest.raises(Unauthenticated):
+        authn.authenticate(Req("nope"))
+    out = token_request(
+        authn, "ns1", "robot", "uid-1", {"spec": {"audiences": ["a"], "expirationSeconds": 600}}
+    )
+    assert out["kind"] == "TokenRequest"
+    assert out["spec"] == {"audiences": ["a"], "expirationSeconds": 600}
+    assert out["status"]["expirationTimestamp"].endswith("Z")
+    user = authn.authenticate(Req(out["status"]["token"]))
+    assert user == UserInfo(
+        "system:serviceaccount:ns1:robot",
+        ("system:serviceaccounts", "system:serviceaccounts:ns1", "system:authenticated"),
+        "uid-1",
+    )
+    head, payload, sig = out["status"]["token"].split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    claims["kubernetes.io"]["serviceaccount"]["name"] = "admin"
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    with pytest.raises(Unauthenticated):
+        authn.authenticate(Req(f"{head}.{forged}.{sig}"))
+    with pytest.raises(Unauthenticated):
+        Authenticator().authenticate(Req(out["status"]["token"]))  # another server's key
+    with pytest.raises(StatusError) as exc:
+        token_request(authn, "ns1", "robot", "u", {"spec": {"expirationSeconds": 10}})
+    assert exc.value.code == 422
+
+
+def test_rbac_rules() -> None:
+    role = {
+        "metadata": {"name": "cm-reader", "namespace": "team"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+            {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["update"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["one"], "verbs": ["get"]},
+        ],
+    }
+    binding = {
+        "metadata": {"name": "rb", "namespace": "team"},
+        "roleRef": {"kind": "Role", "name": "cm-reader"},
+        "subjects": [{"kind": "User", "name": "alice"}, {"kind": "ServiceAccount", "name": "bot"}],
+    }
+    crb = {
+        "metadata": {"name": "viewers"},
+        "roleRef": {"kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "Group", "name": "auditors"}],
+    }
+    authz = Authorizer(
+        Store((RBAC, "roles", role), (RBAC, "rolebindings", binding), (RBAC, "clusterrolebindings", crb))
+    )
+    alice = UserInfo("alice", ("system:authenticated",))
+    bot = UserInfo("system:serviceaccount:team:bot", ("system:serviceaccounts", "system:authenticated"))
+    auditor = UserInfo("eve", ("auditors", "system:authenticated"))
+    assert authz.authorize(alice, attrs("get", "configmaps", "team"))[0]
+    assert authz.authorize(bot, attrs("list", "configmaps", "team"))[0]
+    assert not authz.authorize(alice, attrs("delete", "configmaps", "team"))[0]
+    assert not authz.authorize(alice, attrs("get", "configmaps", "other"))[0]
+    assert authz.authorize(alice, attrs("update", "deployments", "team", "d", "apps", "scale"))[0]
+    assert not authz.authorize(alice, attrs("update", "deployments", "team", "d", "apps"))[0]
+    assert authz.authorize(alice, attrs("get", "secrets", "team", "one"))[0]
+    assert not authz.authorize(alice, attrs("get", "secrets", "team", "two"))[0]
+    assert authz.authorize(auditor, attrs("list", "pods", "anywhere"))[0]
+    assert not authz.authorize(auditor, attrs("create", "pods", "anywhere"))[0]
+    assert authz.authorize(UserInfo("root", ("system:masters",)), attrs("delete", "nodes"))[0]
+    _allowed, reason = authz.authorize(alice, attrs("get", "configmaps", "team"))
+    assert reason == 'RBAC: allowed by RoleBinding "rb/team" of Role "cm-reader" to User "alice"'
+    # Discovery and self reviews are open to every authenticated user, health paths to everyone.
+    assert authz.authorize(alice, RequestAttributes("get", "", "", "", "", "", "/apis/apps/v1", False))[0]
+    assert authz.authorize(alice, attrs("create", "selfsubjectaccessreviews", group="authorization.k8s.io"))[
+        0
+    ]
+    anonymous = UserInfo("system:anonymous", ("system:unauthenticated",))
+    assert authz.authorize(anonymous, RequestAttributes("get", "", "", "", "", "", "/healthz", False))[0]
+    assert not authz.authorize(anonymous, RequestAttributes("get", "", "", "", "", "", "/api", False))[0]
+    assert forbidden_message(
+        alice, attrs("delete", "deployments", "team", "web", "apps"), "deployments.apps"
+    ) == (
+        'deployments.apps "web" is forbidden: User "alice" cannot delete resource "deployments" in API group '
+        '"apps" in the namespace "team"'
+    )
+    assert forbidden_message(alice, attrs("list", "nodes"), "nodes").endswith("at the cluster scope")
+
+
+async def test_self_reviews() -> None:
+    authz = Authorizer(Store())
+    alice = UserInfo("alice", ("dev", "system:authenticated"), "u1")
+    spec = {"resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "x"}}
+    out = await self_subject_access_review(authz, alice, {"spec": spec})
+    assert out["kind"] == "SelfSubjectAccessReview"
+    assert out["status"] == {"allowed": False}
+    admin = UserInfo("admin", ("system:masters",))
+    assert (await self_subject_access_review(authz, admin, {"spec": spec}))["status"]["allowed"] is True
+    with pytest.raises(StatusError):
+        await self_subject_access_review(authz, alice, {"spec": {}})
+    review = self_subject_review(alice, {})
+    assert review["status"]["userInfo"] == {
+        "username": "alice",
+        "groups": ["dev", "system:authenticated"],
+        "uid": "u1",
+    }
+
+
+def test_protobuf_review_bodies() -> None:
+    # A SelfSubjectAccessReview as kubectl 1.37 sends it for `auth can-i create pods -n default`.
+    body = bytes.fromhex(
+        "6b3873000a320a17617574686f72697a6174696f6e2e6b38732e696f2f763112175365"
+        "6c665375626a6563744163636573735265766965771"
+        "23f0a100a0012001a0022002a00320038004200122"
+        "10a1f0a0764656661756c74120663726561746"
+        "51a0022002a04706f647332003a001a0808001200"
+        "1a0020001a002200"
+    )
+    obj = decode_protobuf(body)
+    assert obj["kind"] == "SelfSubjectAccessReview"
+    assert obj["spec"]["resourceAttributes"]["verb"] == "create"
+    assert obj["spec"]["resourceAttributes"]["resource"] == "pods"
+    assert obj["spec"]["resourceAttributes"]["namespace"] == "default"
+    with pytest.raises(ValueError, match="envelope"):
+        decode_protobuf(b"{}")
+
+
+def test_rbac_through_the_server(apiserver: ServerThread) -> None:
+    from .test_openapi import raw_request
+
+    apiserver.add_user("bob", token="bob-token")
+    ns = "/api/v1/namespaces/default"
+    status, body = raw_request(apiserver, "GET", f"{ns}/configmaps", token="bob-token")
+    assert status == 403
+    assert body["message"] == (
+        'configmaps is forbidden: User "bob" cannot list resource "configmaps" in API group "" in the '
+        'namespace "default"'
+    )
+    role = {
+        "metadata": {"name": "r"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
+    }
+    binding = {
+        "metadata": {"name": "b"},
+        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "r"},
+        "subjects": [{"kind": "User", "name": "bob", "apiGroup": RBAC}],
+    }
+    assert raw_request(apiserver, "POST", f"/apis/{RBAC}/v1/namespaces/default/roles", role)[0] == 201
+    assert (
+        raw_request(apiserver, "POST", f"/apis/{RBAC}/v1/namespaces/default/rolebindings", binding)[0] == 201
+    )
+    assert raw_request(apiserver, "GET", f"{ns}/configmaps", token="bob-token")[0] == 200
+    assert raw_request(apiserver, "GET", f"{ns}/secrets", token="bob-token")[0] == 403
+    assert raw_request(apiserver, "GET", f"{ns}/configmaps", token="wrong")[0] == 401
+    review = {
+        "spec": {"resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": "default"}}
+    }
+    status, out = raw_request(
+        apiserver, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review, token="bob-token"
+    )
+    assert status == 201
+    assert out["status"]["allowed"] is True
+    status, out = raw_request(
+        apiserver, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {}, token="bob-token"
+    )
+    assert status == 201
+    assert out["status"]["userInfo"]["username"] == "bob"
