@@ -54,12 +54,21 @@ _SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 _live: weakref.WeakSet[Manager] = weakref.WeakSet()
 
 
-def _count_state(state: ClusterState) -> float:
-    return float(sum(1 for m in list(_live) for info in m.clusters() if info.state == state))
+def refresh_engagement_metrics() -> None:
+    """Set ``mcr_engaged_clusters{state}`` from every live manager (called in the loop thread).
+
+    The metrics endpoint calls it before each scrape: cluster states are derived on demand from
+    the controllers, so there is nothing to keep in sync in between.
+    """
+    counts = dict.fromkeys(ClusterState, 0)
+    for mgr in list(_live):
+        for info in mgr.clusters():
+            counts[info.state] += 1
+    for state, count in counts.items():
+        ENGAGED_CLUSTERS.labels(state.value).set(count)
 
 
-for _state in ClusterState:
-    ENGAGED_CLUSTERS.labels(_state.value).set_function(functools.partial(_count_state, _state))
+refresh_engagement_metrics()
 
 
 class ShutdownTimeoutError(MCRError):
@@ -354,7 +363,9 @@ class Manager:
 
     async def _start_all(self) -> None:
         if self._metrics_addr is not None:
-            self._metrics_server = HTTPServer("metrics", metrics_app(REGISTRY), *self._metrics_addr)
+            self._metrics_server = HTTPServer(
+                "metrics", metrics_app(REGISTRY, before=refresh_engagement_metrics), *self._metrics_addr
+            )
             self._servers.append(self._metrics_server)
             await self._metrics_server.start()
         if self._health_addr is not None:

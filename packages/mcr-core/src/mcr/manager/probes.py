@@ -103,8 +103,12 @@ def health_app(healthz: ProbeSet, readyz: ProbeSet) -> web.Application:
     return app
 
 
-def metrics_app(registry: CollectorRegistry) -> web.Application:
+def metrics_app(registry: CollectorRegistry, *, before: Callable[[], None] | None = None) -> web.Application:
+    """``/metrics`` serving ``registry``; ``before`` runs in the event loop ahead of each scrape."""
+
     async def metrics(request: web.Request) -> web.Response:
+        if before is not None:
+            before()
         # Collection takes locks and formats every series: keep it off the event loop.
         body = await asyncio.to_thread(generate_latest, registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
