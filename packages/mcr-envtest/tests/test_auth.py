@@ -184,6 +184,20 @@ def test_protobuf_review_bodies() -> None:
     assert obj["spec"]["resourceAttributes"]["namespace"] == "default"
     with pytest.raises(ValueError, match="envelope"):
         decode_protobuf(b"{}")
+    # `kubectl create rolebinding rb --role=r --user=carol`
+    binding = bytes.fromhex(
+        "6b3873000a2b0a1c726261632e617574686f72697a6174696f6e2e6b38732e696f2f7631120b526f6c6542696e64696e67"
+        "12660a120a02726212001a0022002a00320038004200122a0a04557365721219726261632e617574686f72697a6174696f"
+        "6e2e6b38732e696f1a056361726f6c22001a240a19726261632e617574686f72697a6174696f6e2e6b38732e696f120452"
+        "6f6c651a01721a002200"
+    )
+    assert decode_protobuf(binding) == {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "rb"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "carol"}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+    }
 
 
 def test_rbac_through_the_server(apiserver: ServerThread) -> None:
