@@ -33,9 +33,9 @@ __all__ = [
 
 log = logging.getLogger("mcr.auth")
 
-#: Refresh an exec credential this long before its expirationTimestamp, so an in-flight request
-#: does not carry a token that expires on the way.
-EXPIRY_SKEW = 10.0
+#: Refresh an exec credential this long before its expirationTimestamp, so a request rarely
+#: carries a token that expires on the way (a 401 still triggers one refresh and retry).
+EXPIRY_SKEW = 1.0
 
 
 class Credentials:

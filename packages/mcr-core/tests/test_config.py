@@ -1,0 +1,271 @@
+"""RestConfig loading and per-cluster credentials, against a real mcr-envtest server."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime as dt
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client import Configuration
+
+from mcr.config import RestConfig, load_config
+from mcr.errors import ConfigError, UnauthorizedError
+from mcr.testing import eventually
+
+
+async def _namespaces(config: RestConfig) -> list[str]:
+    t = config.transport("cfg")
+    try:
+        body = (await t.request("GET", "/api/v1/namespaces")).json()
+        return [n["metadata"]["name"] for n in body["items"]]
+    finally:
+        await t.close()
+
+
+# --- errors name the file, the context and the field ---------------------------------------------
+
+
+def test_unknown_context(apiserver: Any) -> None:
+    with pytest.raises(ConfigError) as err:
+        RestConfig.from_kubeconfig(apiserver.kubeconfig_path, context="nope")
+    assert err.value.source == apiserver.kubeconfig_path
+    assert err.value.context == "nope"
+    assert apiserver.kubeconfig_path in str(err.value)
+    assert "'nope'" in str(err.value)
+
+
+def test_missing_certificate_file(apiserver: Any, tmp_path: Path) -> None:
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    cluster = doc["clusters"][0]
+    cluster["cluster"].pop("certificate-authority-data")
+    cluster["cluster"]["certificate-authority"] = "missing-ca.crt"
+    path = tmp_path / "kubeconfig"
+    import yaml
+
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as err:
+        RestConfig.from_kubeconfig(path)
+    e = err.value
+    assert e.source == str(path)
+    assert e.context == doc["current-context"]
+    assert e.field == f"clusters[{cluster['name']}].certificate-authority"
+    assert str(tmp_path / "missing-ca.crt") in str(e)
+
+
+def test_bad_certificate_data(apiserver: Any) -> None:
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    doc["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(b"not a cert").decode()
+    with pytest.raises(ConfigError) as err:
+        RestConfig.from_kubeconfig(doc)
+    assert err.value.source == "<dict>"
+    assert err.value.field == f"clusters[{doc['clusters'][0]['name']}].certificate-authority-data"
+    doc["clusters"][0]["cluster"]["certificate-authority-data"] = "%%% not base64"
+    with pytest.raises(ConfigError, match="base64"):
+        RestConfig.from_kubeconfig(doc)
+
+
+def test_malformed_yaml_and_missing_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("clusters: [\n  - name: x\n   broken")
+    with pytest.raises(ConfigError) as err:
+        RestConfig.from_kubeconfig(bad)
+    assert err.value.source == str(bad)
+    assert "malformed YAML at line" in str(err.value)
+    with pytest.raises(ConfigError) as err2:
+        RestConfig.from_kubeconfig(tmp_path / "absent")
+    assert str(tmp_path / "absent") in str(err2.value)
+
+
+def test_client_certificate_needs_key(apiserver: Any) -> None:
+    doc = apiserver.add_user("certy", client_cert=True)
+    doc["users"][0]["user"].pop("client-key-data")
+    with pytest.raises(ConfigError) as err:
+        RestConfig.from_kubeconfig(doc)
+    assert err.value.field == "users[certy].client-key"
+
+
+def test_credentials_never_in_repr(apiserver: Any) -> None:
+    config = RestConfig.from_kubeconfig(apiserver.kubeconfig)
+    assert apiserver.admin_token not in repr(config)
+    assert apiserver.admin_token not in str(config)
+    assert apiserver.admin_token not in repr(config.credentials)
+
+
+# --- credentials that work -------------------------------------------------------------------
+
+
+async def test_kubeconfig_file_token_and_ssl_context_sharing(apiserver: Any) -> None:
+    a = RestConfig.from_kubeconfig(apiserver.kubeconfig_path)
+    b = load_config(apiserver.kubeconfig)
+    assert "default" in await _namespaces(a)
+    assert await a.ssl_context() is await b.ssl_context()  # one context per CA
+
+
+async def test_load_config_from_env(apiserver: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", apiserver.kubeconfig_path)
+    config = load_config()
+    assert config.source == apiserver.kubeconfig_path
+    assert "default" in await _namespaces(config)
+
+
+async def test_client_certificate(apiserver: Any) -> None:
+    doc = apiserver.add_user("cert-admin", groups=["system:masters"], client_cert=True)
+    config = RestConfig.from_kubeconfig(doc)
+    assert config.client_cert_data is not None
+    assert "default" in await _namespaces(config)
+
+
+async def test_from_configuration(apiserver: Any) -> None:
+    conf = Configuration()
+    conf.host = apiserver.url
+    conf.ssl_ca_cert = apiserver.ca_file
+    conf.api_key = {"BearerToken": apiserver.admin_token}
+    conf.api_key_prefix = {"BearerToken": "Bearer"}
+    config = RestConfig.from_configuration(conf)
+    assert "default" in await _namespaces(config)
+
+
+async def test_in_cluster(apiserver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    host, _, port = apiserver.url.removeprefix("https://").rpartition(":")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
+    token = tmp_path / "token"
+    token.write_text(apiserver.admin_token)
+    config = RestConfig.in_cluster(token_path=str(token), ca_path=apiserver.ca_file)
+    assert "default" in await _namespaces(config)
+
+
+async def test_token_file_rotation(apiserver: Any, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    apiserver.add_user("rot", groups=["system:masters"], token="first-token")
+    token_file.write_text("first-token\n")
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    doc["users"][0]["user"] = {"tokenFile": str(token_file)}
+    config = RestConfig.from_kubeconfig(doc)
+    t = config.transport("rot")
+    try:
+        await t.request("GET", "/api/v1/namespaces")
+        apiserver.add_user("rot", groups=["system:masters"], token="second-token")
+        token_file.write_text("second-token\n")
+        apiserver.authenticator.remove_token("first-token")
+        # the 401 makes the transport re-read the file and retry once
+        assert (await t.request("GET", "/api/v1/namespaces")).status == 200
+    finally:
+        await t.close()
+
+
+# --- exec plugins --------------------------------------------------------------------------
+
+PLUGIN = textwrap.dedent(
+    """
+    import datetime, json, os, sys
+    state = sys.argv[1]
+    lifetime = float(sys.argv[2])
+    info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+    assert info["kind"] == "ExecCredential"
+    path = os.path.join(state, "count")
+    n = int(open(path).read()) + 1 if os.path.exists(path) else 1
+    open(path, "w").write(str(n))
+    expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=lifetime)
+    print(json.dumps({
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {"token": f"exec-token-{n}", "expirationTimestamp": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")},
+    }))
+    """
+)
+
+
+def _exec_kubeconfig(apiserver: Any, tmp_path: Path, lifetime: float) -> dict[str, Any]:
+    script = tmp_path / "plugin.py"
+    script.write_text(PLUGIN)
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    doc["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": [str(script), str(tmp_path), str(lifetime)],
+            "interactiveMode": "Never",
+        }
+    }
+    return doc
+
+
+def _runs(tmp_path: Path) -> int:
+    path = tmp_path / "count"
+    return int(path.read_text()) if path.exists() else 0
+
+
+async def test_exec_plugin_tokens_are_refreshed_on_expiry(apiserver: Any, tmp_path: Path) -> None:
+    for n in range(1, 30):
+        apiserver.add_user("robot", groups=["system:masters"], token=f"exec-token-{n}")
+    config = RestConfig.from_kubeconfig(_exec_kubeconfig(apiserver, tmp_path, lifetime=3))
+    assert "exec-token" not in repr(config)
+    t = config.transport("exec")
+    try:
+        await t.request("GET", "/api/v1/namespaces")
+        await t.request("GET", "/api/v1/namespaces")
+        assert _runs(tmp_path) == 1  # cached until it expires
+
+        async def plugin_ran_again() -> bool:
+            assert (await t.request("GET", "/api/v1/namespaces")).status == 200
+            return _runs(tmp_path) >= 2
+
+        await eventually(plugin_ran_again, timeout=10, interval=0.2)
+        apiserver.authenticator.remove_token("exec-token-1")  # the expired token is no longer accepted
+        assert (await t.request("GET", "/api/v1/namespaces")).status == 200
+    finally:
+        await t.close()
+    # the plugin re-ran because the token expired, not because the server rejected it
+    assert [r for r in apiserver.faults.request_log if r.status == 401] == []
+
+
+async def test_exec_plugin_reruns_after_401(apiserver: Any, tmp_path: Path) -> None:
+    for n in range(1, 5):
+        apiserver.add_user("robot", groups=["system:masters"], token=f"exec-token-{n}")
+    config = RestConfig.from_kubeconfig(_exec_kubeconfig(apiserver, tmp_path, lifetime=3600))
+    t = config.transport("exec")
+    try:
+        await t.request("GET", "/api/v1/namespaces")
+        apiserver.authenticator.remove_token("exec-token-1")  # revoked long before expiry
+        assert (await t.request("GET", "/api/v1/namespaces")).status == 200
+        assert _runs(tmp_path) == 2
+        for n in range(1, 5):
+            apiserver.authenticator.remove_token(f"exec-token-{n}")
+        with pytest.raises(UnauthorizedError):  # one refresh per request, then the 401 surfaces
+            await t.request("GET", "/api/v1/namespaces")
+        assert _runs(tmp_path) == 3
+    finally:
+        await t.close()
+
+
+async def test_exec_plugin_failure_names_the_field(apiserver: Any, tmp_path: Path) -> None:
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    doc["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": ["-c", "import sys; sys.stderr.write('no credentials for you'); sys.exit(3)"],
+        }
+    }
+    t = RestConfig.from_kubeconfig(doc).transport("exec")
+    try:
+        with pytest.raises(ConfigError) as err:
+            await t.request("GET", "/api/v1/namespaces")
+    finally:
+        await t.close()
+    assert err.value.field == f"users[{doc['users'][0]['name']}].exec"
+    assert "exited with 3" in str(err.value)
+    assert "no credentials for you" in str(err.value)
+
+
+def test_exec_expiry_parsing_is_timezone_aware() -> None:
+    from mcr._auth import _parse_time
+
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    assert _parse_time(now.strftime("%Y-%m-%dT%H:%M:%SZ")) == now.timestamp()
