@@ -40,8 +40,8 @@ async def running(ctrl: Controller) -> AsyncIterator[Controller]:
         yield ctrl
     finally:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await asyncio.wait([task])
+        assert task.cancelled(), "start() ends by re-raising the cancellation"
 
 
 def with_channel(name: str, reconciler: object, **opts: Any) -> tuple[Controller, asyncio.Queue[Any]]:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mcr import metrics
+from mcr._metricbatch import Batch
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import log_context
 from mcr.ratelimit import RateLimiter
@@ -138,9 +139,10 @@ class Controller:
         self._aborted: set[Request] = set()
         self._started = False
         self._cluster_metrics: dict[str, _ClusterMetrics] = {}
-        self._active = metrics.ACTIVE_WORKERS.labels(name)
+        self._batch = Batch()
         metrics.MAX_CONCURRENT_RECONCILES.labels(name).set(max_concurrent_reconciles)
-        self._active.set(0)
+        inflight = self._inflight
+        metrics.ACTIVE_WORKERS.labels(name).set_function(lambda: float(len(inflight)))
 
     def __repr__(self) -> str:
         return f"Controller({self.name!r})"
@@ -160,6 +162,11 @@ class Controller:
             self._channels.append(source)
         else:
             raise TypeError(f"controller {self.name!r}: not a source: {source!r}")
+
+    def flush_metrics(self) -> None:
+        """Hand batched reconcile counts and durations to Prometheus now (else within a second)."""
+        self._batch.flush()
+        self.queue.flush_metrics()
 
     def need_leader_election(self) -> bool:
         """Whether the manager runs this controller only while it holds leadership."""
@@ -294,6 +301,7 @@ class Controller:
                 for task in (*workers, *channels):
                     task.cancel()
                 await asyncio.gather(*workers, *channels, return_exceptions=True)
+                self.flush_metrics()
                 if _names.get(self.name) is self:
                     del _names[self.name]
 
@@ -317,7 +325,7 @@ class Controller:
     def _metrics_for(self, cluster: str) -> _ClusterMetrics:
         m = self._cluster_metrics.get(cluster)
         if m is None:
-            m = self._cluster_metrics[cluster] = _ClusterMetrics(self.name, cluster)
+            m = self._cluster_metrics[cluster] = _ClusterMetrics(self._batch, self.name, cluster)
         return m
 
     async def _process(self, req: Request) -> None:
@@ -332,7 +340,6 @@ class Controller:
         m = self._metrics_for(cluster)
         self._inflight[req] = task
         token = _current_cluster.set(cluster)
-        self._active.inc()
         start = time.perf_counter()
         try:
             with log_context(controller=self.name, cluster=cluster, namespace=req.namespace, name=req.name):
@@ -373,7 +380,6 @@ class Controller:
                 self._handle_result(req, result, m)
         finally:
             m.time.observe(time.perf_counter() - start)
-            self._active.dec()
             _current_cluster.reset(token)
             if self._inflight.get(req) is task:
                 del self._inflight[req]
@@ -413,11 +419,13 @@ class _ClusterMetrics:
 
     __slots__ = ("error", "errors", "requeue_after", "success", "terminal", "time", "timeouts")
 
-    def __init__(self, controller: str, cluster: str) -> None:
-        self.success = metrics.RECONCILE_TOTAL.labels(controller, "success", cluster)
-        self.error = metrics.RECONCILE_TOTAL.labels(controller, "error", cluster)
-        self.requeue_after = metrics.RECONCILE_TOTAL.labels(controller, "requeue_after", cluster)
-        self.errors = metrics.RECONCILE_ERRORS_TOTAL.labels(controller, cluster)
-        self.terminal = metrics.TERMINAL_RECONCILE_ERRORS_TOTAL.labels(controller, cluster)
-        self.timeouts = metrics.RECONCILE_TIMEOUTS_TOTAL.labels(controller, cluster)
-        self.time = metrics.RECONCILE_TIME_SECONDS.labels(controller, cluster)
+    def __init__(self, batch: Batch, controller: str, cluster: str) -> None:
+        self.success = batch.counter(metrics.RECONCILE_TOTAL.labels(controller, "success", cluster))
+        self.error = batch.counter(metrics.RECONCILE_TOTAL.labels(controller, "error", cluster))
+        self.requeue_after = batch.counter(
+            metrics.RECONCILE_TOTAL.labels(controller, "requeue_after", cluster)
+        )
+        self.errors = batch.counter(metrics.RECONCILE_ERRORS_TOTAL.labels(controller, cluster))
+        self.terminal = batch.counter(metrics.TERMINAL_RECONCILE_ERRORS_TOTAL.labels(controller, cluster))
+        self.timeouts = batch.counter(metrics.RECONCILE_TIMEOUTS_TOTAL.labels(controller, cluster))
+        self.time = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels(controller, cluster))

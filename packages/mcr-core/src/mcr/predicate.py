@@ -45,8 +45,10 @@ class Predicate(Protocol):
 
 def meta(obj: Any) -> Mapping[str, Any]:
     """An object's ``metadata`` as a mapping (dict objects, or models with a ``metadata``)."""
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):
         m = obj.get("metadata")
+        if type(m) is dict:
+            return m
         return m if isinstance(m, Mapping) else {}
     m = getattr(obj, "metadata", None)
     if m is None:

@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 __all__ = ["ReconcileFunc", "Reconciler", "Request", "Result", "as_reconcile_func", "current_cluster"]
@@ -23,6 +23,25 @@ class Request:
     namespace: str
     name: str
     cluster_name: str = ""
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        # Requests are dictionary keys on the hot path (queue, dirty and processing sets):
+        # hash once instead of building a tuple on every lookup.
+        object.__setattr__(self, "_hash", hash((self.namespace, self.name, self.cluster_name)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Request) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return (
+            self._hash == other._hash
+            and self.name == other.name
+            and self.namespace == other.namespace
+            and self.cluster_name == other.cluster_name
+        )
 
     def __str__(self) -> str:
         return f"cluster://{self.cluster_name}/{self.namespace}/{self.name}"

@@ -1,0 +1,134 @@
+"""``python -m bench core_runtime [--quick]``: queue cost per item and no-op reconcile throughput.
+
+Measurements (each printed as a JSON line, then a table):
+
+- ``queue``: add + get + done per item on :class:`mcr.workqueue.WorkQueue` (metrics on), items
+  spread over 10 clusters; floor: the same operations on a plain ``dict`` + ``deque``.
+- ``pipeline``: events handed to the handler of a ``Kind`` source → queue → 1 worker → no-op
+  async reconcile, in one event loop; reconciles/s.
+- ``b2``: a real ``mcr-envtest`` server in another process holding N ConfigMaps. Floor: the raw
+  informer event rate (list → ``on_add`` calls into a counting handler, from informer start to
+  sync). Subject: a Controller with a no-op reconcile engaged on the same cluster kind, from
+  engagement until N distinct reconciles finished. Both in the same run; goal ≥ 0.7x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import platform
+import sys
+import time
+from collections import deque
+from typing import Any
+
+from mcr.handler import EnqueueRequestForObject
+from mcr.reconcile import Request
+from mcr.workqueue import WorkQueue
+
+
+def _emit(results: list[dict[str, Any]], **row: Any) -> None:
+    results.append(row)
+    print(json.dumps(row), flush=True)
+
+
+async def bench_queue(n: int) -> dict[str, float]:
+    """Per-item µs of add + get_nowait + done (in a running loop), mcr's queue vs a dict+deque floor."""
+    items = [Request("ns", f"cm-{i}", f"c{i % 10}") for i in range(n)]
+
+    q: WorkQueue[Request] = WorkQueue("bench-queue")
+    start = time.perf_counter()
+    for it in items:
+        q.add(it)
+    for _ in range(n):
+        got = q.get_nowait()
+        assert got is not None
+        q.done(got)
+    subject = (time.perf_counter() - start) / n
+    q.flush_metrics()
+
+    # Floor: the least a de-duplicating FIFO can do (membership dict + deque + processing set).
+    queued: dict[Request, None] = {}
+    order: deque[Request] = deque()
+    processing: set[Request] = set()
+    start = time.perf_counter()
+    for it in items:
+        if it not in queued and it not in processing:
+            queued[it] = None
+            order.append(it)
+    for _ in range(n):
+        it = order.popleft()
+        del queued[it]
+        processing.add(it)
+        processing.discard(it)
+    floor = (time.perf_counter() - start) / n
+    return {"subject_us": subject * 1e6, "floor_us": floor * 1e6}
+
+
+async def bench_pipeline(n: int) -> dict[str, float]:
+    """No-op reconciles/s when events arrive as fast as a handler can take them."""
+    from mcr.controller import Controller
+
+    done = 0
+    finished = asyncio.Event()
+
+    async def reconcile(req: Request) -> None:
+        nonlocal done
+        done += 1
+        if done == n:
+            finished.set()
+
+    ctrl = Controller("bench-pipeline", reconcile, skip_name_validation=True)
+    handler = EnqueueRequestForObject()
+    objs = [{"metadata": {"name": f"cm-{i}", "namespace": "ns"}} for i in range(n)]
+    task = asyncio.create_task(ctrl.start())
+    start = time.perf_counter()
+    for i in range(0, n, 1000):
+        for obj in objs[i : i + 1000]:
+            handler.create("", obj, ctrl.queue, 0)
+        await asyncio.sleep(0)
+    await finished.wait()
+    elapsed = time.perf_counter() - start
+    task.cancel()
+    await asyncio.wait([task])
+    return {"reconciles_per_s": n / elapsed, "per_item_us": elapsed / n * 1e6}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench core_runtime", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a few seconds")
+    parser.add_argument("--objects", type=int, default=None, help="ConfigMaps for b2 (default 10000)")
+    parser.add_argument("--skip-b2", action="store_true", help="skip the benchmark that needs a server")
+    args = parser.parse_args(argv)
+    results: list[dict[str, Any]] = []
+    env = {
+        "python": platform.python_version(),
+        "loop": "asyncio",
+        "gc_thresholds": list(gc.get_threshold()),
+    }
+    print(json.dumps({"env": env}), flush=True)
+
+    n_queue = 20_000 if args.quick else 200_000
+    _emit(results, bench="queue", n=n_queue, **asyncio.run(bench_queue(n_queue)))
+    n_pipe = 10_000 if args.quick else 100_000
+    _emit(results, bench="pipeline", n=n_pipe, **asyncio.run(bench_pipeline(n_pipe)))
+    if not args.skip_b2:
+        from bench.core_runtime.b2 import run_b2
+
+        n_objects = args.objects or (2_000 if args.quick else 10_000)
+        _emit(results, bench="b2", n=n_objects, **asyncio.run(run_b2(n_objects)))
+
+    print()
+    print(f"{'bench':10} {'result':>50}")
+    for row in results:
+        fields = ", ".join(
+            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if k != "bench"
+        )
+        print(f"{row['bench']:10} {fields:>50}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
