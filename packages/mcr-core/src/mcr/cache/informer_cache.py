@@ -170,7 +170,7 @@ class InformerCache:
             no_copy = by.unsafe_disable_deep_copy
         return CacheReader(inf, unsafe_disable_deep_copy=no_copy, cluster=self.cluster_name)
 
-    async def get(self, kind: Any, name: str, *, namespace: str | None = None) -> Any:
+    async def get(self, kind: Any, name: str, namespace: str | None = None) -> Any:
         """The cached object (a copy, or a model for a model class); ``NotFoundError`` if absent."""
         reader = await self._reader(kind)
         return reader.get(kind, name, namespace)

@@ -53,7 +53,11 @@ class CacheReader:
 
     def get(self, kind: Any, name: str, namespace: str | None = None) -> Any:
         inf = self._informer
-        key = f"{namespace}/{name}" if namespace and inf.namespaced else name
+        if inf.namespaced:
+            namespace = namespace or "default"  # as the Client does for namespaced kinds
+            key = f"{namespace}/{name}"
+        else:
+            namespace, key = None, name
         obj = inf.get(key)
         if obj is None:
             raise self._not_found(name, namespace)

@@ -1,0 +1,392 @@
+"""Informers against a live API server: paginated sync, resume, relist, stalls, faults (R1-R11)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from mcr.cache import (
+    BackoffPolicy,
+    CacheOptions,
+    DeletedFinalStateUnknown,
+    EventHandlerFuncs,
+    InformerCache,
+    NamespaceConfig,
+)
+from mcr.cache.reflector import WatchStalledError
+from mcr.client import Client
+from mcr.config import load_config
+from mcr.errors import GoneError
+from mcr.restmapper import RESTMapper
+from mcr.testing import eventually
+from mcr.transport import Transport
+
+CM = "v1/ConfigMap"
+
+
+@dataclass
+class Env:
+    srv: Any
+    transport: Transport
+    mapper: RESTMapper
+    client: Client
+    caches: list[InformerCache] = field(default_factory=list)
+
+    def cache(self, **options: Any) -> InformerCache:
+        cache = InformerCache(self.transport, self.mapper, CacheOptions(**options))
+        self.caches.append(cache)
+        return cache
+
+    async def make_cms(self, n: int, namespace: str = "default", prefix: str = "cm", **labels: str) -> None:
+        sem = asyncio.Semaphore(16)
+
+        async def one(i: int) -> None:
+            async with sem:
+                await self.client.create(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": f"{prefix}{i}", "namespace": namespace, "labels": dict(labels)},
+                        "data": {"i": str(i)},
+                    }
+                )
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+
+    async def server_state(self, namespace: str | None = None) -> dict[str, str]:
+        """``{"ns/name": resourceVersion}`` of every ConfigMap, read from the server."""
+        items = await self.client.list(CM, namespace=namespace)
+        return {
+            f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+            for o in items
+        }
+
+
+def cache_state(objs: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+        for o in objs
+    }
+
+
+class Recorder:
+    """An event handler that records what it is told."""
+
+    def __init__(self) -> None:
+        self.adds: list[tuple[str, str, bool]] = []
+        self.updates: list[tuple[str, str, str]] = []
+        self.deletes: list[tuple[str, bool]] = []
+
+    @staticmethod
+    def _key(obj: dict[str, Any]) -> str:
+        meta = obj["metadata"]
+        return f"{meta.get('namespace', '')}/{meta['name']}"
+
+    def on_add(self, obj: dict[str, Any], is_initial_list: bool) -> None:
+        self.adds.append((self._key(obj), obj["metadata"]["resourceVersion"], is_initial_list))
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.updates.append(
+            (self._key(new), old["metadata"]["resourceVersion"], new["metadata"]["resourceVersion"])
+        )
+
+    def on_delete(self, obj: dict[str, Any] | DeletedFinalStateUnknown) -> None:
+        if isinstance(obj, DeletedFinalStateUnknown):
+            self.deletes.append((self._key(obj.obj), True))
+        else:
+            self.deletes.append((self._key(obj), False))
+
+    def versions_of(self, key: str) -> list[str]:
+        """Every resourceVersion this handler was handed for ``key``, in order."""
+        out = [rv for k, rv, _ in self.adds if k == key]
+        out += [new for k, _, new in self.updates if k == key]
+        return out
+
+
+@pytest.fixture
+async def env(apiserver: Any) -> AsyncIterator[Env]:
+    transport = load_config(apiserver.kubeconfig).transport("test")
+    mapper = RESTMapper(transport)
+    e = Env(apiserver, transport, mapper, Client(transport, rest_mapper=mapper))
+    try:
+        yield e
+    finally:
+        for cache in e.caches:
+            await cache.stop()
+        await transport.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Initial sync and handlers
+
+
+async def test_initial_list_is_paginated_and_handlers_see_initial_adds(env: Env) -> None:
+    await env.make_cms(12)
+    cache = env.cache(page_size=5)
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    rec = Recorder()
+    reg = informer.add_event_handler(rec)
+    assert await informer.wait_for_sync(10)
+    assert informer.has_synced
+    assert reg.has_synced
+    assert len(rec.adds) == 12
+    assert all(initial for _, _, initial in rec.adds)
+    lists = [r for r in env.srv.faults.requests("GET", "/configmaps") if "watch" not in r.query]
+    assert [("continue=" in r.query, "limit=5" in r.query) for r in lists] == [
+        (False, True),
+        (True, True),
+        (True, True),
+    ]
+    assert cache_state(informer.list()) == await env.server_state()
+    # List items gain kind/apiVersion like watch objects; managedFields are dropped by default.
+    obj = informer.get("default/cm3")
+    assert obj is not None
+    assert obj["kind"] == "ConfigMap"
+    assert obj["apiVersion"] == "v1"
+    assert "managedFields" not in obj["metadata"]
+
+
+async def test_handler_added_after_sync_gets_synthetic_adds_then_live_events(env: Env) -> None:
+    await env.make_cms(3)
+    cache = env.cache()
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+    late = Recorder()
+    reg = informer.add_event_handler(late)
+    assert reg.has_synced
+    assert sorted(k for k, _, initial in late.adds if initial) == [
+        "default/cm0",
+        "default/cm1",
+        "default/cm2",
+    ]
+    await env.client.patch(CM, "cm1", {"data": {"x": "y"}}, namespace="default")
+    await env.client.delete(CM, "cm2", namespace="default")
+    await eventually(lambda: late.deletes == [("default/cm2", False)])
+    assert [k for k, _, _ in late.updates] == ["default/cm1"]
+    reg.remove()
+    await env.make_cms(1, prefix="after")
+    await eventually(lambda: informer.get("default/after0") is not None)
+    assert not any(k == "default/after0" for k, _, _ in late.adds)
+
+
+async def test_a_failing_handler_does_not_stop_the_informer_or_other_handlers(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    def boom(obj: dict[str, Any], initial: bool) -> None:
+        raise RuntimeError("handler bug")
+
+    cache = env.cache()
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    informer.add_event_handler(EventHandlerFuncs(on_add=boom))
+    rec = Recorder()
+    informer.add_event_handler(rec)
+    await env.make_cms(2)
+    await eventually(lambda: len(rec.adds) == 2)
+    assert "handler bug" in caplog.text
+    assert "failed on add" in caplog.text
+
+
+# --------------------------------------------------------------------------------------------
+# R1/R2: dropped and timed-out watches resume from the last resourceVersion
+
+
+async def patch_loop(env: Env, name: str, n: int, during: Any = None) -> list[str]:
+    """Patch ``name`` ``n`` times; returns the resourceVersions the writer got back."""
+    written = []
+    for i in range(n):
+        obj = await env.client.patch(CM, name, {"data": {"n": str(i)}}, namespace="default")
+        written.append(obj["metadata"]["resourceVersion"])
+        if during is not None:
+            await during(i)
+    return written
+
+
+async def test_dropped_and_expiring_watches_resume_and_deliver_every_version_once(env: Env) -> None:
+    await env.make_cms(1)
+    cache = env.cache()
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    rec = Recorder()
+    informer.add_event_handler(rec)
+    assert await informer.wait_for_sync(10)
+    env.srv.faults.watch_timeout(0.4)  # R1: every watch ends on its own after 0.4 s
+
+    async def drop(i: int) -> None:
+        if i % 15 == 7:
+            await asyncio.to_thread(env.srv.faults.close_watches)  # R2: cut the stream
+
+    first = rec.versions_of("default/cm0")
+    written = await patch_loop(env, "cm0", 80, drop)
+    await eventually(lambda: rec.versions_of("default/cm0")[-1:] == written[-1:])
+    assert rec.versions_of("default/cm0") == first + written  # every version, in order, once
+    reflector = informer.reflectors[0]
+    assert reflector.lists == 1, "a dropped watch must resume, not relist"
+    assert reflector.watches >= 5
+    assert cache_state(informer.list()) == await env.server_state()
+
+
+# --------------------------------------------------------------------------------------------
+# R4/R7: 410 Expired relists; what vanished meanwhile surfaces as deletes
+
+
+async def test_expired_resource_version_relists_and_reports_what_changed(env: Env) -> None:
+    await env.make_cms(4)
+    cache = env.cache(backoff=BackoffPolicy(initial=0.05, cap=0.2))
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    rec = Recorder()
+    informer.add_event_handler(rec)
+    assert await informer.wait_for_sync(10)
+    faults = env.srv.faults
+    # Keep the informer from watching while the world changes, then expire its resourceVersion.
+    faults.fail_next(10_000, 503, methods=("GET",), path_contains="/configmaps")
+    await asyncio.to_thread(faults.close_watches)
+    await env.client.delete(CM, "cm0", namespace="default")
+    await env.client.patch(CM, "cm1", {"data": {"changed": "yes"}}, namespace="default")
+    await env.make_cms(1, prefix="new")
+    await asyncio.to_thread(faults.compact)
+    await asyncio.sleep(0.3)  # let the informer hit the failing server a few times
+    faults.clear()
+    expected = await env.server_state()
+    await eventually(lambda: cache_state(informer.list()) == expected, timeout=15)
+    reflector = informer.reflectors[0]
+    assert reflector.lists == 2
+    assert isinstance(reflector.last_error, GoneError) or any(
+        "410" in str(r.status) for r in faults.requests("GET", "/configmaps")
+    )
+    assert rec.deletes == [("default/cm0", True)]  # a tombstone: the final state was never seen
+    assert [k for k, _, _ in rec.updates] == ["default/cm1"]
+    assert [(k, initial) for k, _, initial in rec.adds if k == "default/new0"] == [("default/new0", False)]
+
+
+async def test_compaction_under_writes_never_duplicates_and_converges(env: Env) -> None:
+    await env.make_cms(3)
+    cache = env.cache(backoff=BackoffPolicy(initial=0.02, cap=0.1))
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    rec = Recorder()
+    informer.add_event_handler(rec)
+    assert await informer.wait_for_sync(10)
+
+    faults = env.srv.faults
+    reflector = informer.reflectors[0]
+
+    async def expire(i: int) -> None:
+        if i % 10 == 3:  # hold the informer off while writes go on ...
+            faults.fail_next(10_000, 503, methods=("GET",), path_contains="/configmaps")
+            await asyncio.to_thread(faults.close_watches)
+        elif i % 10 == 6:  # ... then expire the version it holds
+            lists = reflector.lists
+            await asyncio.to_thread(faults.compact)
+            faults.clear()
+            await eventually(lambda: reflector.lists > lists)
+
+    written = await patch_loop(env, "cm1", 60, expire)
+    await eventually(lambda: rec.versions_of("default/cm1")[-1:] == written[-1:], timeout=15)
+    seen = rec.versions_of("default/cm1")[1:]
+    assert len(seen) == len(set(seen)), "a resourceVersion was delivered twice"
+    assert set(seen) <= set(written)
+    assert [int(v) for v in seen] == sorted(int(v) for v in seen)
+    assert reflector.lists == 7
+    assert len(seen) < len(written)  # versions written while expired are skipped, not replayed
+    assert cache_state(informer.list()) == await env.server_state()
+
+
+async def test_server_restart_with_lost_state_relists_and_drops_stale_objects(env: Env) -> None:
+    await env.make_cms(3)
+    cache = env.cache(backoff=BackoffPolicy(initial=0.05, cap=0.2))
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    rec = Recorder()
+    informer.add_event_handler(rec)
+    assert await informer.wait_for_sync(10)
+    await asyncio.to_thread(env.srv.restart, False)  # R7: same port, empty store, newer RVs
+    await eventually(lambda: len(informer.list()) == 0, timeout=15)
+    assert sorted(rec.deletes) == [(f"default/cm{i}", True) for i in range(3)]
+    await env.make_cms(1, prefix="fresh")
+    await eventually(lambda: informer.get("default/fresh0") is not None)
+    assert cache_state(informer.list()) == await env.server_state()
+
+
+# --------------------------------------------------------------------------------------------
+# R3: stalled streams; R8/R9/R11: errors back off
+
+
+async def test_stalled_watch_is_detected_and_restarted(env: Env) -> None:
+    await env.make_cms(1)
+    cache = env.cache(stall_timeout=0.3)
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+    reflector = informer.reflectors[0]
+    await eventually(lambda: env.srv.call(env.srv.store.watcher_count) == 1)  # the watch is open
+    arrivals: list[tuple[str, int]] = []
+    informer.add_event_handler(
+        EventHandlerFuncs(
+            on_update=lambda old, new: arrivals.append(
+                (new["metadata"]["resourceVersion"], reflector.watches)
+            )
+        )
+    )
+    env.srv.faults.stall_watches(None)  # the server stops writing but keeps the sockets open
+    watches = reflector.watches
+    obj = await env.client.patch(CM, "cm0", {"data": {"during": "stall"}}, namespace="default")
+    rv = obj["metadata"]["resourceVersion"]
+    # The stalled stream never delivers the patch; the re-opened watch does (from its backlog).
+    await eventually(lambda: len(arrivals) == 1)
+    assert arrivals == [(rv, watches + 1)]  # delivered by the second watch, not the stalled first
+    assert isinstance(reflector.last_error, WatchStalledError)
+    await eventually(lambda: reflector.watches >= watches + 3, timeout=5)  # and keeps detecting
+    env.srv.faults.stall_watches(0)
+    assert reflector.lists == 1
+
+
+async def test_watch_errors_back_off_and_resume_without_relisting(env: Env) -> None:
+    await env.make_cms(1)
+    cache = env.cache(backoff=BackoffPolicy(initial=0.05, cap=0.2))
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+    faults = env.srv.faults
+    faults.fail_next(2, 429, methods=("GET",), path_contains="/configmaps")
+    faults.fail_next(2, 500, text=True, methods=("GET",), path_contains="/configmaps")
+    await asyncio.to_thread(faults.close_watches)
+    await env.client.patch(CM, "cm0", {"data": {"after": "errors"}}, namespace="default")
+    await eventually(lambda: (informer.get("default/cm0") or {}).get("data", {}).get("after") == "errors")
+    statuses = [r.status for r in faults.requests("GET", "/configmaps")]
+    assert statuses.count(429) == 2
+    assert statuses.count(500) == 2
+    assert informer.reflectors[0].lists == 1
+
+
+async def test_very_short_watches_back_off(env: Env) -> None:
+    cache = env.cache(allow_watch_bookmarks=False)
+    env.srv.faults.watch_timeout(0)  # R11: every watch closes at once with no event
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+    await asyncio.sleep(2.0)  # measuring a request rate over a fixed window
+    watches = [r for r in env.srv.faults.requests("GET", "/configmaps") if "watch=1" in r.query]
+    assert 1 <= len(watches) <= 4, f"{len(watches)} watches in 2 s: no backoff"
+    env.srv.faults.watch_timeout(None)
+
+
+async def test_stop_closes_every_watch_and_task(env: Env) -> None:
+    cache = env.cache(default_namespaces={"a": NamespaceConfig(), "b": NamespaceConfig()})
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+    await eventually(lambda: env.srv.call(env.srv.store.watcher_count) == 2)
+    before = {t for t in asyncio.all_tasks() if t.get_name().startswith("reflector")}
+    assert len(before) == 2
+    await cache.stop()
+    await cache.stop()  # idempotent
+    assert all(t.done() for t in before)
+    await eventually(lambda: env.srv.call(env.srv.store.watcher_count) == 0)
