@@ -269,6 +269,9 @@ _BY_CODE: dict[int, type[APIError]] = {
 }
 
 
+_MULTI_CODE_REASONS = frozenset({"AlreadyExists", "ServerTimeout", "Timeout"})
+
+
 def _retry_after_header(headers: Mapping[str, str] | None) -> float | None:
     if not headers:
         return None
@@ -293,7 +296,17 @@ def api_error_from_status(
     """Build the :class:`APIError` subclass matching a ``Status`` object (reason first, then code)."""
     reason = str(status.get("reason") or "")
     code = int(status.get("code") or 0)
-    cls = _BY_REASON.get(reason) or _BY_CODE.get(code) or APIError
+    by_reason, by_code = _BY_REASON.get(reason), _BY_CODE.get(code)
+    # A reason that contradicts the HTTP code (a proxy or a broken server): trust the code,
+    # except for reasons that legitimately come with several codes.
+    if (
+        by_reason is not None
+        and by_code is not None
+        and not issubclass(by_reason, by_code)
+        and reason not in _MULTI_CODE_REASONS
+    ):
+        by_reason = None
+    cls = by_reason or by_code or APIError
     return cls(status, method=method, url=url, retry_after=_retry_after_header(headers), cluster=cluster)
 
 

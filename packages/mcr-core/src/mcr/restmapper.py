@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcr.errors import APIError, NoKindMatchError
+from mcr.errors import APIError, NoKindMatchError, NotAcceptableError
 from mcr.kinds import GVK, GVR, gvk_of
 from mcr.transport import Transport
 
@@ -200,7 +200,10 @@ class RESTMapper:
     async def _load_aggregated(self) -> _Snapshot | None:
         snap = _Snapshot()
         for path in ("/api", "/apis"):
-            resp = await self.transport.request("GET", path, headers={"Accept": AGGREGATED_ACCEPT})
+            try:
+                resp = await self.transport.request("GET", path, headers={"Accept": AGGREGATED_ACCEPT})
+            except NotAcceptableError:
+                return None
             ctype = resp.headers.get("Content-Type", "")
             if "as=APIGroupDiscoveryList" not in ctype:
                 return None

@@ -1,0 +1,95 @@
+"""RESTMapper against a real mcr-envtest server: aggregated and legacy discovery, CRDs at runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes.client import V1Deployment
+
+from mcr.client import Client
+from mcr.errors import NoKindMatchError
+from mcr.kinds import GVK, GVR
+from mcr.restmapper import RESTMapper
+from mcr.transport import Transport
+
+GADGET_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gadgets.example.org"},
+    "spec": {
+        "group": "example.org",
+        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "shortNames": ["gd"]},
+        "scope": "Cluster",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+async def test_builtins_from_aggregated_discovery(apiserver: Any, transport: Transport) -> None:
+    mapper = RESTMapper(transport)
+    apiserver.faults.request_log.clear()
+    cm = await mapper.mapping(GVK("", "v1", "ConfigMap"))
+    assert cm.gvr == GVR("", "v1", "configmaps")
+    assert cm.namespaced
+    assert cm.path("ns1", "x") == "/api/v1/namespaces/ns1/configmaps/x"
+    dep = await mapper.resolve(V1Deployment)
+    assert dep.path("ns1", "d", "status") == "/apis/apps/v1/namespaces/ns1/deployments/d/status"
+    assert "status" in dep.subresources
+    assert "scale" in dep.subresources
+    ns = await mapper.resolve("Namespace")
+    assert not ns.namespaced
+    assert ns.path(None, "kube-system") == "/api/v1/namespaces/kube-system"
+    assert await mapper.kind_for(GVR("rbac.authorization.k8s.io", "v1", "clusterroles")) == GVK(
+        "rbac.authorization.k8s.io", "v1", "ClusterRole"
+    )
+    for gvk in [
+        GVK("", "v1", "Secret"),
+        GVK("", "v1", "ServiceAccount"),
+        GVK("", "v1", "Pod"),
+        GVK("", "v1", "Service"),
+        GVK("", "v1", "Event"),
+        GVK("events.k8s.io", "v1", "Event"),
+        GVK("coordination.k8s.io", "v1", "Lease"),
+        GVK("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+    ]:
+        assert (await mapper.mapping(gvk)).gvk == gvk
+    assert [r.path for r in apiserver.faults.request_log] == ["/api", "/apis"]  # two requests in all
+
+
+async def test_legacy_discovery(apiserver: Any, transport: Transport) -> None:
+    mapper = RESTMapper(transport)
+    apiserver.faults.fail_next(1, status=406)  # no aggregated discovery
+    lease = await mapper.mapping(GVK("coordination.k8s.io", "v1", "Lease"))
+    assert lease.gvr.resource == "leases"
+    assert (await mapper.mapping(GVK("apps", "v1", "Deployment"))).subresources >= {"status", "scale"}
+    paths = {r.path for r in apiserver.faults.request_log}
+    assert {"/api/v1", "/apis/apps/v1"} <= paths
+
+
+async def test_crd_after_start_and_unknown_kinds(apiserver: Any, client: Client) -> None:
+    mapper = client.rest_mapper
+    await mapper.refresh()
+    with pytest.raises(NoKindMatchError) as err:
+        await mapper.mapping(GVK("example.org", "v1", "Gadget"))
+    assert "example.org/v1/Gadget" in str(err.value)
+    assert "test" in str(err.value)  # the cluster
+    await client.create(GADGET_CRD)
+    refreshes = mapper.refreshes
+    m = await mapper.mapping(GVK("example.org", "v1", "Gadget"))
+    assert mapper.refreshes == refreshes + 1
+    assert not m.namespaced
+    assert m.short_names == ("gd",)
+    assert (await mapper.resolve("Gadget")).gvk == GVK("example.org", "v1", "Gadget")
+    assert (await mapper.resolve(GVK("example.org", "", "Gadget"))).gvk.version == "v1"
+    await client.create({"apiVersion": "example.org/v1", "kind": "Gadget", "metadata": {"name": "g"}})
+    assert (await client.get("example.org/v1/Gadget", "g"))["metadata"]["name"] == "g"
