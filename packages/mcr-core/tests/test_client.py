@@ -129,6 +129,36 @@ async def test_typed_deployment_and_strategic_patch(client: Client) -> None:
     assert images == {"c": "nginx:2", "d": "busybox"}  # merged by name, not replaced
 
 
+async def test_typed_apply_and_status_of_a_builtin(client: Client) -> None:
+    dep = V1Deployment.from_dict(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "typed-apply", "namespace": "default"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "t"}},
+                "template": {
+                    "metadata": {"labels": {"app": "t"}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+                },
+            },
+        }
+    )
+    applied = await client.apply(dep, field_manager="typed")
+    assert isinstance(applied, V1Deployment)
+    assert applied.spec.replicas == 1
+    status = await client.status.patch(applied, patch={"status": {"replicas": 1, "readyReplicas": 1}})
+    assert isinstance(status, V1Deployment)
+    assert status.status.ready_replicas == 1
+    got = await client.status.get(V1Deployment, "typed-apply", namespace="default")
+    assert isinstance(got, V1Deployment)
+    assert got.status.ready_replicas == 1
+    scale = await client.subresource("scale").get(V1Deployment, "typed-apply", namespace="default")
+    assert scale["kind"] == "Scale"  # a different kind than asked for: returned as a dict
+    assert scale["spec"]["replicas"] == 1
+
+
 async def test_merge_and_json_patch(client: Client) -> None:
     await client.create(cm("p"))
     out = await client.patch("v1/ConfigMap", "p", {"data": {"n": "1"}}, namespace="default")

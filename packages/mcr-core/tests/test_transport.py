@@ -143,3 +143,47 @@ async def test_close_leaves_no_connection_or_task(transport: Transport) -> None:
     assert asyncio.all_tasks() - tasks_before - {asyncio.current_task()} == set()
     with pytest.raises(TransportError, match="closed"):
         await transport.request("GET", "/api/v1/namespaces")
+
+
+def _sample(name: str, **labels: str) -> float:
+    value = REGISTRY.get_sample_value(name, labels)
+    return value or 0.0
+
+
+async def test_request_metrics(apiserver: Any, transport: Transport) -> None:
+    host = apiserver.url.removeprefix("https://")
+    before_ok = _sample("rest_client_requests_total", code="200", method="GET", host=host, cluster="test")
+    before_404 = _sample("rest_client_requests_total", code="404", method="GET", host=host, cluster="test")
+    before_n = _sample("rest_client_request_duration_seconds_count", verb="GET", host=host, cluster="test")
+    await transport.request("GET", "/api/v1/namespaces")
+    with pytest.raises(NotFoundError):
+        await transport.request("GET", "/api/v1/namespaces/absent")
+    assert _sample("rest_client_requests_total", code="200", method="GET", host=host, cluster="test") == before_ok + 1
+    assert (
+        _sample("rest_client_requests_total", code="404", method="GET", host=host, cluster="test") == before_404 + 1
+    )
+    assert (
+        _sample("rest_client_request_duration_seconds_count", verb="GET", host=host, cluster="test")
+        == before_n + 2
+    )
+
+
+async def test_client_side_rate_limit(rest_config: RestConfig) -> None:
+    t = rest_config.copy(qps=20.0, burst=2).transport("test")
+    try:
+        start = time.monotonic()
+        await asyncio.gather(*(t.request("GET", "/version") for _ in range(8)))
+        elapsed = time.monotonic() - start
+    finally:
+        await t.close()
+    # 2 requests from the burst, 6 more at 20/s: at least ~0.3 s
+    assert elapsed >= 0.25
+
+
+async def test_rate_limit_is_off_by_default(rest_config: RestConfig) -> None:
+    assert rest_config.qps is None
+    t = rest_config.transport("test")
+    try:
+        assert t._limiter is None
+    finally:
+        await t.close()
