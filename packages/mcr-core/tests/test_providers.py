@@ -1,0 +1,257 @@
+"""The utility providers (clusters, single, nop, multi) against a fleet of envtest servers."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from mcr.cluster import Cluster
+from mcr.errors import ClusterNotFoundError
+from mcr.multicluster import Provider, ProviderRunnable
+from mcr.providers import ClustersProvider, MultiProvider, NopProvider, SingleProvider
+from mcr.testing import RecordingAware, check_provider, eventually
+from mcr.testing.conformance import cache_index_probe, index_extract
+
+MakeCluster = Callable[[str], Cluster]
+
+
+@pytest.fixture
+def make_cluster(fleet: Any) -> MakeCluster:
+    """Clusters for a fleet of 3 servers, round-robin; each call builds a new cluster object."""
+    servers = fleet(3).servers
+    cycle = itertools.cycle(servers)
+
+    def make(name: str) -> Cluster:
+        return Cluster.from_kubeconfig(next(cycle).kubeconfig, name=name)
+
+    return make
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Callable[[Any, Any], asyncio.Task[None]]]:
+    """Start providers in tasks that are cancelled and awaited at the end of the test."""
+    tasks: list[asyncio.Task[None]] = []
+
+    def start(provider: Any, aware: Any) -> asyncio.Task[None]:
+        task = asyncio.create_task(provider.start(aware))
+        tasks.append(task)
+        return task
+
+    yield start
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_protocols_are_implemented() -> None:
+    for provider in (ClustersProvider(), MultiProvider(), NopProvider()):
+        assert isinstance(provider, Provider)
+        assert isinstance(provider, ProviderRunnable)
+
+
+async def test_clusters_conformance(make_cluster: MakeCluster) -> None:
+    provider = ClustersProvider()
+    await provider.add("first", make_cluster("first"))
+    counter = itertools.count()
+
+    async def add() -> str:
+        name = f"added-{next(counter)}"
+        await provider.add(name, make_cluster(name))
+        return name
+
+    async def change(name: str) -> None:
+        assert await provider.add_or_replace(name, make_cluster(name))
+
+    await check_provider(
+        provider,
+        existing=["first"],
+        add_cluster=add,
+        change_cluster=change,
+        remove_cluster=provider.remove,
+        index_probe=cache_index_probe,
+    )
+
+
+async def test_single_conformance(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster("only")
+    provider = SingleProvider("only", cluster, start_cluster=True)
+    assert isinstance(provider, ProviderRunnable)
+    await check_provider(provider, existing=["only"], index_probe=cache_index_probe)
+
+
+async def test_multi_conformance(make_cluster: MakeCluster) -> None:
+    provider = MultiProvider()
+    inner = ClustersProvider()
+    await provider.add_provider("inner", inner)
+    await provider.add_provider("other", ClustersProvider())
+    counter = itertools.count()
+
+    async def add() -> str:
+        name = f"c{next(counter)}"
+        await inner.add(name, make_cluster(name))
+        return f"inner#{name}"
+
+    async def change(name: str) -> None:
+        inner_name = name.split("#", 1)[1]
+        assert await inner.add_or_replace(inner_name, make_cluster(inner_name))
+
+    async def remove(name: str) -> None:
+        assert await inner.remove(name.split("#", 1)[1])
+
+    await check_provider(
+        provider, add_cluster=add, change_cluster=change, remove_cluster=remove, index_probe=cache_index_probe
+    )
+
+
+async def test_nop_has_no_clusters(running: Any) -> None:
+    provider = NopProvider()
+    aware = RecordingAware()
+    task = running(provider, aware)
+    with pytest.raises(ClusterNotFoundError, match="'x'"):
+        await provider.get("x")
+    with pytest.raises(LookupError):
+        await provider.get("")
+    await provider.index_field("v1/ConfigMap", "f", lambda o: [])
+    await asyncio.sleep(0)
+    assert not task.done()
+    assert aware.history == []
+
+
+async def test_clusters_add_rules(make_cluster: MakeCluster, running: Any) -> None:
+    provider = ClustersProvider()
+    cluster = make_cluster("a")
+    await provider.add("a", cluster)
+    with pytest.raises(ValueError, match="'a' is already registered"):
+        await provider.add("a", make_cluster("a"))
+    assert await provider.add_or_replace("a", cluster) is False  # same object: nothing to do
+    aware = RecordingAware()
+    running(provider, aware)
+    await eventually(lambda: "a" in aware.engaged)
+    assert await provider.remove("a") is True
+    assert await provider.remove("a") is False  # idempotent
+    assert aware.history[0].ended
+    assert provider.names() == []
+    with pytest.raises(ClusterNotFoundError, match="'a'"):
+        await provider.get("a")
+
+
+async def test_clusters_start_twice_is_refused(running: Any) -> None:
+    provider = ClustersProvider()
+    running(provider, RecordingAware())
+    await asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="already running"):
+        await provider.start(RecordingAware())
+
+
+async def test_failing_engage_drops_only_that_cluster(
+    make_cluster: MakeCluster, running: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    class PickyAware(RecordingAware):
+        async def engage(self, name: str, cluster: Cluster) -> None:
+            if name == "bad":
+                raise RuntimeError("cannot engage this one")
+            await super().engage(name, cluster)
+
+    provider = ClustersProvider()
+    await provider.add("good", make_cluster("good"))
+    await provider.add("bad", make_cluster("bad"))
+    aware = PickyAware()
+    with caplog.at_level(logging.ERROR, logger="mcr.providers"):
+        running(provider, aware)
+        await eventually(lambda: provider.names() == ["good"], message="bad cluster dropped")
+    assert "good" in aware.engaged
+    assert any("'bad'" in r.getMessage() for r in caplog.records)
+
+
+async def test_multi_add_and_remove_providers_at_runtime(make_cluster: MakeCluster, running: Any) -> None:
+    multi = MultiProvider()
+    aware = RecordingAware()
+    running(multi, aware)
+    east, west = ClustersProvider(), ClustersProvider()
+    await east.add("zoo", make_cluster("zoo"))
+    await west.add("zoo", make_cluster("zoo"))
+    await multi.add_provider("east", east)
+    await multi.add_provider("west", west)
+    await eventually(lambda: set(aware.engaged) == {"east#zoo", "west#zoo"})
+    assert await multi.get("west#zoo") is aware.engaged["west#zoo"]
+
+    with pytest.raises(ValueError, match="'east' is already"):
+        await multi.add_provider("east", ClustersProvider())
+    with pytest.raises(ValueError, match="separator"):
+        await multi.add_provider("a#b", ClustersProvider())
+    with pytest.raises(ClusterNotFoundError, match=r"no provider 'south'.*east, west"):
+        await multi.get("south#zoo")
+    with pytest.raises(ClusterNotFoundError):
+        await multi.get("east#lion")
+
+    # Removing a provider disengages exactly its clusters.
+    assert await multi.remove_provider("east") is True
+    assert set(aware.engaged) == {"west#zoo"}
+    assert [e.ended for e in aware.engagements("east#zoo")] == [True]
+    assert multi.provider_names() == ["west"]
+    with pytest.raises(ClusterNotFoundError):
+        await multi.get("east#zoo")
+    assert await multi.remove_provider("east") is False
+
+
+async def test_multi_removal_disengages_even_if_member_leaks(make_cluster: MakeCluster, running: Any) -> None:
+    class LeakyProvider:
+        """Engages from a task it never cancels (a misbehaving third-party provider)."""
+
+        def __init__(self, cluster: Cluster) -> None:
+            self.cluster = cluster
+            self.leaked: asyncio.Task[None] | None = None
+
+        async def get(self, name: str) -> Cluster:
+            if name != "c":
+                raise ClusterNotFoundError(name)
+            return self.cluster
+
+        async def index_field(self, kind: Any, field: str, extract: Any) -> None:
+            await self.cluster.index_field(kind, field, extract)
+
+        async def start(self, aware: Any) -> None:
+            self.leaked = asyncio.create_task(aware.engage("c", self.cluster))
+            await asyncio.Future()
+
+    leaky = LeakyProvider(make_cluster("c"))
+    multi = MultiProvider()
+    await multi.add_provider("leaky", leaky)
+    aware = RecordingAware()
+    running(multi, aware)
+    await eventually(lambda: "leaky#c" in aware.engaged)
+    await multi.remove_provider("leaky")
+    assert "leaky#c" not in aware.engaged
+    assert leaky.leaked is not None
+    assert leaky.leaked.cancelled()
+
+
+async def test_multi_member_that_stops_is_removed(running: Any, caplog: pytest.LogCaptureFixture) -> None:
+    class Quitter(NopProvider):
+        async def start(self, aware: Any) -> None:
+            raise RuntimeError("gave up")
+
+    multi = MultiProvider()
+    await multi.add_provider("quitter", Quitter())
+    with caplog.at_level(logging.ERROR, logger="mcr.providers"):
+        running(multi, RecordingAware())
+        await eventually(lambda: multi.provider_names() == [])
+    assert any("'quitter'" in r.getMessage() for r in caplog.records)
+
+
+async def test_multi_indexes_apply_to_later_providers(make_cluster: MakeCluster, running: Any) -> None:
+    multi = MultiProvider()
+    await multi.index_field("v1/ConfigMap", "conformance", index_extract)
+    member = ClustersProvider()
+    cluster = make_cluster("late")
+    await member.add("late", cluster)
+    await multi.add_provider("later", member)
+    aware = RecordingAware()
+    running(multi, aware)
+    await eventually(lambda: "later#late" in aware.engaged)
+    await eventually(lambda: cache_index_probe(cluster, "conformance"), message="index on the later member")
