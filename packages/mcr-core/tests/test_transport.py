@@ -151,21 +151,16 @@ def _sample(name: str, **labels: str) -> float:
 
 
 async def test_request_metrics(apiserver: Any, transport: Transport) -> None:
-    host = apiserver.url.removeprefix("https://")
-    before_ok = _sample("rest_client_requests_total", code="200", method="GET", host=host, cluster="test")
-    before_404 = _sample("rest_client_requests_total", code="404", method="GET", host=host, cluster="test")
-    before_n = _sample("rest_client_request_duration_seconds_count", verb="GET", host=host, cluster="test")
+    labels = {"host": apiserver.url.removeprefix("https://"), "cluster": "test"}
+    before_ok = _sample("rest_client_requests_total", code="200", method="GET", **labels)
+    before_404 = _sample("rest_client_requests_total", code="404", method="GET", **labels)
+    before_n = _sample("rest_client_request_duration_seconds_count", verb="GET", **labels)
     await transport.request("GET", "/api/v1/namespaces")
     with pytest.raises(NotFoundError):
         await transport.request("GET", "/api/v1/namespaces/absent")
-    assert _sample("rest_client_requests_total", code="200", method="GET", host=host, cluster="test") == before_ok + 1
-    assert (
-        _sample("rest_client_requests_total", code="404", method="GET", host=host, cluster="test") == before_404 + 1
-    )
-    assert (
-        _sample("rest_client_request_duration_seconds_count", verb="GET", host=host, cluster="test")
-        == before_n + 2
-    )
+    assert _sample("rest_client_requests_total", code="200", method="GET", **labels) == before_ok + 1
+    assert _sample("rest_client_requests_total", code="404", method="GET", **labels) == before_404 + 1
+    assert _sample("rest_client_request_duration_seconds_count", verb="GET", **labels) == before_n + 2
 
 
 async def test_client_side_rate_limit(rest_config: RestConfig) -> None:
