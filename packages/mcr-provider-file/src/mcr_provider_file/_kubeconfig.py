@@ -53,6 +53,9 @@ def _named(items: Any, section: str) -> dict[str, dict[str, Any]]:
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise KubeconfigProblem(f"{section}[{i}] must be a mapping with a string 'name'")
+        if item["name"] in out:
+            # client-go refuses such a file too: which entry is meant is ambiguous.
+            raise KubeconfigProblem(f"{section} has two entries named {item['name']!r}")
         out[item["name"]] = item
     return out
 
