@@ -116,7 +116,7 @@ class Kind:
         except BaseException:
             registration.remove()
             raise
-        return registration  # type: ignore[no-any-return]  # the cache's Registration
+
 
 
 class _ClusterEvents:
