@@ -195,7 +195,10 @@ async def _check(
             running()
             return aware.engaged.get(name)
 
-        cluster = await eventually(check, timeout=timeout, message=f"cluster {name!r} engaged")
+        cluster: Cluster | None = await eventually(
+            check, timeout=timeout, message=f"cluster {name!r} engaged"
+        )
+        assert cluster is not None
         assert len(aware.active(name)) == 1, f"cluster {name!r} engaged more than once at a time"
         got = await provider.get(name)
         assert got is cluster, f"get({name!r}) returned another object than the engaged cluster"
