@@ -200,7 +200,7 @@ async def _check(
         )
         assert cluster is not None
         assert len(aware.active(name)) == 1, f"cluster {name!r} engaged more than once at a time"
-        got = await provider.get(name)
+        got: object = await provider.get(name)
         assert got is cluster, f"get({name!r}) returned another object than the engaged cluster"
         return cluster
 
