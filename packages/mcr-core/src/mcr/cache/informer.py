@@ -124,13 +124,20 @@ class Informer:
     async def stop(self) -> None:
         """Cancel every reflector and wait for it (its watch connection is closed on return).
 
-        The store keeps its objects; ``has_synced`` stays as it was. Safe to call repeatedly.
+        The store keeps its objects; ``has_synced`` stays as it was. Safe to call repeatedly. The
+        reflectors are cancelled before the first suspension, so even a cancelled ``stop()``
+        leaves none running for long.
         """
+        tasks = self.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def cancel(self) -> list[asyncio.Task[None]]:
+        """Cancel the reflectors without waiting; returns their tasks (for the caller to await)."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+        return tasks
 
     @property
     def has_synced(self) -> bool:

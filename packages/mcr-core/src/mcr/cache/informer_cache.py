@@ -81,12 +81,13 @@ class InformerCache:
     async def stop(self) -> None:
         """Stop every informer and wait for its tasks and watch connections to end. Idempotent."""
         self._started = False
-        informers = list(self._informers.values())
-        if informers:
-            await asyncio.gather(*(inf.stop() for inf in informers))
         if self._gc_acquired and self.options.gc_policy is not None:
             self.options.gc_policy.release()
             self._gc_acquired = False
+        # Cancel everything before the first suspension: a cancelled stop() still stops them all.
+        tasks = [task for inf in self._informers.values() for task in inf.cancel()]
+        if tasks:
+            await asyncio.wait(tasks)
 
     async def wait_for_cache_sync(self, timeout: float | None = None) -> bool:
         """Wait until every started informer has synced; ``False`` if ``timeout`` passes first."""

@@ -1,0 +1,111 @@
+"""Cluster: parts wired together, cache-backed reads, and a stop that leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+
+from mcr.cache import CacheOptions, NamespaceConfig
+from mcr.cluster import Cluster
+from mcr.errors import ConfigError, MCRError
+from mcr.testing import eventually
+
+CM = "v1/ConfigMap"
+
+
+def open_sockets() -> int:
+    """TCP/unix sockets this process holds (client and in-process server sides)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def own_tasks() -> set[asyncio.Task[Any]]:
+    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
+
+
+async def test_from_kubeconfig_wires_cached_client_and_uncached_reader(apiserver: Any) -> None:
+    async with Cluster.from_kubeconfig(apiserver.kubeconfig_path, name="east") as cluster:
+        assert cluster.name == "east"
+        assert cluster.transport.cluster_name == "east"
+        assert cluster.field_indexer is cluster.cache
+        await cluster.client.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}}
+        )
+        # The cache-backed client converges; the api_reader sees the write at once.
+        assert (await cluster.api_reader.get(CM, "a"))["data"] == {"k": "v"}
+        await eventually(lambda: cluster.client.get(CM, "a"))
+        await cluster.index_field(CM, "data.k", lambda o: [o.get("data", {}).get("k", "")])
+        assert [o["metadata"]["name"] for o in await cluster.client.list(CM, field_selector="data.k=v")] == [
+            "a"
+        ]
+        assert await cluster.wait_for_cache_sync(5)
+        recorder = cluster.event_recorder("tester")
+        assert cluster.event_recorder("tester") is recorder
+        obj = await cluster.client.get(CM, "a")
+        recorder.event(obj, "Normal", "Tested", "the cluster records events")
+
+        async def recorded() -> bool:
+            events = await cluster.api_reader.list("events.k8s.io/v1/Event", namespace="default")
+            return any(e.get("reason") == "Tested" for e in events)
+
+        await eventually(recorded)
+
+
+async def test_stop_leaves_no_task_and_no_connection(apiserver: Any) -> None:
+    await eventually(lambda: apiserver.call(apiserver.store.watcher_count) == 0)
+    sockets_before = open_sockets()
+    tasks_before = own_tasks()
+    cluster = Cluster.from_kubeconfig(
+        apiserver.kubeconfig,
+        name="leak-check",
+        cache_options=CacheOptions(
+            default_namespaces={"default": NamespaceConfig(), "kube-system": NamespaceConfig()}
+        ),
+    )
+    await cluster.start()
+    await cluster.client.list(CM)  # two namespace watches
+    await cluster.client.list("v1/Secret", namespace="default")  # two more
+    cluster.event_recorder("leak").event(
+        await cluster.api_reader.get("v1/Namespace", "default"), "Normal", "Check", "recorder worker runs"
+    )
+    await eventually(lambda: apiserver.call(apiserver.store.watcher_count) == 4)
+    assert len(own_tasks() - tasks_before) >= 4
+    assert open_sockets() > sockets_before
+    await cluster.stop()
+    await cluster.stop()  # idempotent
+    assert own_tasks() - tasks_before == set()
+    assert cluster.transport.closed
+    await eventually(lambda: apiserver.call(apiserver.store.watcher_count) == 0)
+    await eventually(lambda: open_sockets() == sockets_before, message="a socket stayed open")
+    with pytest.raises(MCRError, match="leak-check"):
+        await cluster.start()
+
+
+async def test_cancelled_stop_still_closes_everything(apiserver: Any) -> None:
+    tasks_before = own_tasks()
+    cluster = Cluster.from_kubeconfig(apiserver.kubeconfig, name="cancel")
+    await cluster.start()
+    await cluster.client.list(CM)
+    stopping = asyncio.create_task(cluster.stop())
+    await asyncio.sleep(0)
+    stopping.cancel()
+    await asyncio.gather(stopping, return_exceptions=True)
+    await cluster.stop()
+    assert cluster.transport.closed
+    await eventually(lambda: own_tasks() - tasks_before == set(), message=str(own_tasks() - tasks_before))
+
+
+def test_bad_kubeconfig_names_the_context() -> None:
+    with pytest.raises(ConfigError, match="nope"):
+        Cluster.from_kubeconfig(
+            {"apiVersion": "v1", "kind": "Config", "clusters": [], "contexts": []}, context="nope"
+        )
