@@ -5,8 +5,11 @@ from __future__ import annotations
 import base64
 import copy
 import datetime as dt
+import json
+import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -269,3 +272,61 @@ def test_exec_expiry_parsing_is_timezone_aware() -> None:
 
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     assert _parse_time(now.strftime("%Y-%m-%dT%H:%M:%SZ")) == now.timestamp()
+
+
+# --- auth providers and merged kubeconfigs ------------------------------------------------
+
+
+def _jwt(claims: dict[str, Any]) -> str:
+    def part(d: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part(claims)}.sig"
+
+
+async def test_oidc_id_token(apiserver: Any) -> None:
+    token = _jwt({"sub": "oidc-user", "exp": int(time.time()) + 3600})
+    apiserver.add_user("oidc-user", groups=["system:masters"], token=token)
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    doc["users"][0]["user"] = {
+        "auth-provider": {
+            "name": "oidc",
+            "config": {"id-token": token, "client-id": "c", "idp-issuer-url": "x"},
+        }
+    }
+    config = RestConfig.from_kubeconfig(doc)
+    assert token not in repr(config)
+    assert "default" in await _namespaces(config)
+
+
+async def test_oidc_without_usable_token_names_the_field(apiserver: Any) -> None:
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    doc["users"][0]["user"] = {"auth-provider": {"name": "oidc", "config": {"client-id": "c"}}}
+    t = RestConfig.from_kubeconfig(doc).transport("oidc")
+    try:
+        with pytest.raises(ConfigError) as err:
+            await t.request("GET", "/api/v1/namespaces")
+    finally:
+        await t.close()
+    assert err.value.field == f"users[{doc['users'][0]['name']}].auth-provider"
+
+
+async def test_kubeconfig_env_merges_files(
+    apiserver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    first = copy.deepcopy(apiserver.kubeconfig)
+    first["current-context"] = "elsewhere"
+    first["contexts"].append({"name": "elsewhere", "context": {"cluster": "far", "user": "nobody"}})
+    first["clusters"].append({"name": "far", "cluster": {"server": "https://far.invalid"}})
+    first["users"].append({"name": "nobody", "user": {}})
+    second = {"clusters": [{"name": "far", "cluster": {"server": "https://ignored.invalid"}}]}
+    (tmp_path / "a").write_text(yaml.safe_dump(first))
+    (tmp_path / "b").write_text(yaml.safe_dump(second))
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}")
+    far = load_config()
+    assert far.host == "https://far.invalid"  # first definition wins; current-context from the first file
+    assert far.context == "elsewhere"
+    local = load_config(context=apiserver.kubeconfig["current-context"])
+    assert "default" in await _namespaces(local)

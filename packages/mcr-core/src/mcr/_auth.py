@@ -275,7 +275,8 @@ class ProviderCredentials(Credentials):
 
     The loader works on a private copy of the kubeconfig and a fresh ``Configuration`` it owns, so
     the process-global default configuration is never touched. The token is re-derived every
-    ``period`` seconds (the loader refreshes an expired id-token with its refresh token).
+    ``period`` seconds and after a 401. A still-valid OIDC id-token is used as it is; an expired
+    one is refreshed by the loader with the refresh token.
     """
 
     refreshable = True
@@ -287,31 +288,58 @@ class ProviderCredentials(Credentials):
         self._context = context
         self._source = source
         self._field = f"users[{user}].auth-provider"
+        self._user = user
         self._period = period
         self._header: str | None = None
         self._at = 0.0
         self._lock = asyncio.Lock()
 
+    def _oidc_token(self) -> str | None:
+        """The kubeconfig's OIDC id-token if it is a JWT that is still valid, else ``None``."""
+        for user in self._kubeconfig.get("users") or []:
+            if user.get("name") != self._user:
+                continue
+            provider = (user.get("user") or {}).get("auth-provider") or {}
+            if provider.get("name") != "oidc":
+                return None
+            token = (provider.get("config") or {}).get("id-token")
+            if not isinstance(token, str) or token.count(".") != 2:
+                return None
+            try:
+                payload = token.split(".")[1]
+                claims = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+                exp = float(claims["exp"])
+            except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+                return None
+            return token if time.time() < exp - EXPIRY_SKEW else None
+        return None
+
+    async def _from_loader(self) -> str | None:
+        from kubernetes.aio.client import Configuration
+        from kubernetes.aio.config.config_exception import ConfigException
+        from kubernetes.aio.config.kube_config import KubeConfigLoader
+
+        conf = Configuration()
+        try:
+            # The loader mutates our private kubeconfig copy in place (refreshed id-tokens stay).
+            loader = KubeConfigLoader(self._kubeconfig, self._context)  # type: ignore[no-untyped-call]
+            await loader.load_and_set(conf)  # type: ignore[no-untyped-call]
+        except (ConfigException, ValueError, KeyError, TypeError, OSError, RuntimeError) as exc:
+            # the loader raises assorted types; report them as config errors (without the values)
+            raise ConfigError(
+                f"auth provider failed: {type(exc).__name__}",
+                source=self._source,
+                context=self._context,
+                field=self._field,
+            ) from None
+        key = conf.api_key.get("BearerToken") or conf.api_key.get("authorization")
+        return str(key) if key else None
+
     async def authorization(self) -> str | None:
         async with self._lock:
             if self._header is None or time.monotonic() - self._at >= self._period:
-                from kubernetes.aio.client import Configuration
-                from kubernetes.aio.config.kube_config import KubeConfigLoader
-
-                conf = Configuration()
-                try:
-                    loader = KubeConfigLoader(self._kubeconfig, self._context)  # type: ignore[no-untyped-call]
-                    await loader.load_and_set(conf)  # type: ignore[no-untyped-call]
-                except (ValueError, KeyError, TypeError, OSError, RuntimeError) as exc:
-                    # the loader raises assorted types; report them as config errors
-                    raise ConfigError(
-                        f"auth provider failed: {type(exc).__name__}",
-                        source=self._source,
-                        context=self._context,
-                        field=self._field,
-                    ) from None
-                key = conf.api_key.get("BearerToken") or conf.api_key.get("authorization")
-                self._header = str(key) if key else None
+                token = self._oidc_token()
+                self._header = f"Bearer {token}" if token else await self._from_loader()
                 self._at = time.monotonic()
             return self._header
 
