@@ -116,7 +116,7 @@ class Kind:
         except BaseException:
             registration.remove()
             raise
-
+        return registration
 
 
 class _ClusterEvents:
