@@ -330,3 +330,63 @@ async def test_kubeconfig_env_merges_files(
     assert far.context == "elsewhere"
     local = load_config(context=apiserver.kubeconfig["current-context"])
     assert "default" in await _namespaces(local)
+
+
+CERT_PLUGIN = textwrap.dedent(
+    """
+    import datetime, json, os, sys
+    state, lifetime = sys.argv[1], float(sys.argv[2])
+    path = os.path.join(state, "count")
+    n = int(open(path).read()) + 1 if os.path.exists(path) else 1
+    open(path, "w").write(str(n))
+    pair = json.load(open(os.path.join(state, f"pair{min(n, 2)}.json")))
+    expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=lifetime)
+    print(json.dumps({
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {**pair, "expirationTimestamp": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")},
+    }))
+    """
+)
+
+
+async def test_exec_plugin_client_certificates_rotate(apiserver: Any, tmp_path: Path) -> None:
+    for i, user in ((1, "cert-one"), (2, "cert-two")):
+        issued = apiserver.add_user(user, groups=["system:masters"], client_cert=True)["users"][0]["user"]
+        pair = {
+            "clientCertificateData": base64.b64decode(issued["client-certificate-data"]).decode(),
+            "clientKeyData": base64.b64decode(issued["client-key-data"]).decode(),
+        }
+        (tmp_path / f"pair{i}.json").write_text(json.dumps(pair))
+    script = tmp_path / "plugin.py"
+    script.write_text(CERT_PLUGIN)
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    doc["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": [str(script), str(tmp_path), "2"],
+        }
+    }
+    t = RestConfig.from_kubeconfig(doc).transport("exec-cert")
+
+    async def whoami() -> str:
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        resp = await t.request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            body=json.dumps(body).encode(),
+            content_type="application/json",
+        )
+        return str(resp.json()["status"]["userInfo"]["username"])
+
+    try:
+        assert await whoami() == "cert-one"
+
+        async def rotated() -> bool:
+            return await whoami() == "cert-two"
+
+        await eventually(rotated, timeout=10, interval=0.2)  # after expiry: the plugin's new cert
+    finally:
+        await t.close()
+    assert t.connector is None

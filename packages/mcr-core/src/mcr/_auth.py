@@ -55,6 +55,12 @@ class Credentials:
         """PEM ``(certificate, key)`` the credential source issued (exec plugins), if any."""
         return None
 
+    @property
+    def cert_generation(self) -> int:
+        """Changes whenever :meth:`client_certificate` would return a different pair; the
+        transport then opens a new TLS session pool."""
+        return 0
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -170,6 +176,7 @@ class ExecCredentials(Credentials):
         self._cert: tuple[bytes, bytes] | None = None
         self._expires_at: float | None = None
         self._fetched = False
+        self._cert_gen = 0
         self.runs = 0
 
     def _valid(self) -> bool:
@@ -236,7 +243,10 @@ class ExecCredentials(Credentials):
                 field=self._field,
             )
         self._header = f"Bearer {token}" if token else None
-        self._cert = (cert.encode(), key.encode()) if cert and key else None
+        new_cert = (cert.encode(), key.encode()) if cert and key else None
+        if new_cert != self._cert:
+            self._cert = new_cert
+            self._cert_gen += 1
         expiry = status.get("expirationTimestamp")
         try:
             self._expires_at = _parse_time(expiry) if expiry else None
@@ -261,6 +271,10 @@ class ExecCredentials(Credentials):
     async def client_certificate(self) -> tuple[bytes, bytes] | None:
         await self._ensure()
         return self._cert
+
+    @property
+    def cert_generation(self) -> int:
+        return self._cert_gen
 
     async def refresh(self) -> None:
         async with self._lock:

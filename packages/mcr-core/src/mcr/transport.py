@@ -120,6 +120,8 @@ class Transport:
         self.host = config.host
         self._host_label = urlsplit(config.host).netloc or config.host
         self._session: aiohttp.ClientSession | None = None
+        self._session_generation = 0
+        self._retired: list[aiohttp.ClientSession] = []
         self._session_lock = asyncio.Lock()
         self._closed = False
         self._limiter = _TokenBucket(config.qps, config.burst) if config.qps and config.qps > 0 else None
@@ -141,13 +143,19 @@ class Transport:
     async def _get_session(self) -> aiohttp.ClientSession:
         if self._closed:
             raise TransportError("transport is closed", cluster=self.cluster_name, url=self.host)
-        if self._session is not None:
+        creds = self.config.credentials
+        if self._session is not None and self._session_generation == creds.cert_generation:
             return self._session
         async with self._session_lock:
-            if self._session is None:
+            if self._session is None or self._session_generation != creds.cert_generation:
+                generation = creds.cert_generation
                 ssl_ctx = await self.config.ssl_context()
                 if self._closed:
                     raise TransportError("transport is closed", cluster=self.cluster_name, url=self.host)
+                if self._session is not None:
+                    # A new client certificate: new connections use it; streams on the old pool
+                    # keep running until they end or close() closes them.
+                    self._retired.append(self._session)
                 connector = aiohttp.TCPConnector(ssl=ssl_ctx if ssl_ctx is not None else True, limit=100)
                 self._session = aiohttp.ClientSession(
                     connector=connector,
@@ -155,14 +163,17 @@ class Transport:
                     read_bufsize=2**18,
                     trust_env=False,
                 )
+                self._session_generation = generation
             return self._session
 
     async def close(self) -> None:
         """Close every connection and the session. Idempotent; safe to call from any task."""
         self._closed = True
         self._streams.clear()
-        session, self._session = self._session, None
-        if session is not None:
+        sessions = [*self._retired, *([self._session] if self._session is not None else [])]
+        self._session = None
+        self._retired.clear()
+        for session in sessions:
             await session.close()  # closes pooled and in-use connections and waits for them
         if self._closing:
             # Streams closed early: wait until their TLS shutdown released the sockets.
@@ -234,7 +245,7 @@ class Transport:
         headers: Mapping[str, str] | None,
         client_timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        session = await self._get_session()
+        await self._get_session()  # fails fast when closed
         url = self.host + path
         creds = self.config.credentials
         started = time.monotonic()
@@ -261,6 +272,7 @@ class Transport:
             authorization = await creds.authorization()
             if authorization:
                 hdrs["Authorization"] = authorization
+            session = await self._get_session()  # after authorization(): it may rotate the client cert
             t0 = time.monotonic()
             try:
                 resp = await session.request(
