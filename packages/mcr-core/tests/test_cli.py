@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from mcr.cli import main
-from mcr.plugins import DISABLE_AUTOLOAD_ENV
+from mcr.plugins import DISABLE_AUTOLOAD_ENV, RegisterProvider, hookimpl
+from mcr.providers import NopProvider
 
 MCR = Path(sys.executable).with_name("mcr")
 
@@ -54,3 +55,27 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         main([])
     assert info.value.code == 2
     assert "providers" in capsys.readouterr().err
+
+
+def test_broken_plugin_is_named_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    class Broken:
+        @hookimpl
+        def mcr_register_providers(self, register: RegisterProvider) -> None:
+            raise RuntimeError("cannot find my settings")
+
+    assert main(["providers"], plugins=[Broken()]) == 1
+    err = capsys.readouterr().err
+    assert "RuntimeError: cannot find my settings" in err
+    assert "test_cli.test_broken_plugin_is_named_and_exits_1.<locals>.Broken" in err
+
+
+def test_extra_plugins_are_listed() -> None:
+    class Extra:
+        @hookimpl
+        def mcr_register_providers(self, register: RegisterProvider) -> None:
+            register("extra", NopProvider, description="an embedded provider")
+
+    out = io.StringIO()
+    assert main(["providers"], out=out, plugins=[Extra()]) == 0
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("extra "))
+    assert row.split() == ["extra", "-", "-", "an", "embedded", "provider"]

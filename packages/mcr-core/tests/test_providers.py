@@ -255,3 +255,37 @@ async def test_multi_indexes_apply_to_later_providers(make_cluster: MakeCluster,
     running(multi, aware)
     await eventually(lambda: "later#late" in aware.engaged)
     await eventually(lambda: cache_index_probe(cluster, "conformance"), message="index on the later member")
+
+
+async def test_clusters_provider_owns_cluster_lifecycle(make_cluster: MakeCluster, running: Any) -> None:
+    provider = ClustersProvider()
+    first, second = make_cluster("a"), make_cluster("a")
+    await provider.add("a", first)
+    aware = RecordingAware()
+    task = running(provider, aware)
+    await eventually(lambda: aware.engaged.get("a") is first)
+    assert first.started  # started before it was engaged
+    assert await provider.add_or_replace("a", second)
+    assert not first.started  # replaced: disengaged, then stopped (connections closed)
+    await eventually(lambda: aware.engaged.get("a") is second)
+    assert second.started
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not second.started
+    assert [e.ended for e in aware.history] == [True, True]
+
+
+async def test_clusters_started_by_the_caller_are_left_alone(make_cluster: MakeCluster, running: Any) -> None:
+    provider = ClustersProvider(start_clusters=False)
+    cluster = make_cluster("mine")
+    async with cluster:
+        await provider.add("mine", cluster)
+        aware = RecordingAware()
+        running(provider, aware)
+        await eventually(lambda: "mine" in aware.engaged)
+        await provider.remove("mine")
+        assert aware.history[0].ended
+        assert cluster.started  # still the caller's to stop
+        namespaces = await cluster.api_reader.list("v1/Namespace")
+        assert namespaces

@@ -10,16 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TextIO
 
 __all__ = ["main"]
 
 
-def _providers(args: argparse.Namespace, out: TextIO) -> int:
+def _providers(args: argparse.Namespace, out: TextIO, plugins: Iterable[object]) -> int:
     from mcr.plugins import load_registry, plugin_manager
 
-    reg = load_registry(plugin_manager())
+    reg = load_registry(plugin_manager(plugins=plugins))
     rows = [(i.name, i.distribution, i.version, i.description) for i in reg]
     if args.json:
         keys = ("name", "distribution", "version", "description")
@@ -43,13 +43,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
-    """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+def main(
+    argv: Sequence[str] | None = None, *, out: TextIO | None = None, plugins: Iterable[object] = ()
+) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit status.
+
+    ``out`` replaces stdout; ``plugins`` are registered in addition to the installed ones (for
+    programs embedding the command).
+    """
     args = _parser().parse_args(argv)
     try:
-        status: int = args.func(args, out if out is not None else sys.stdout)
-    except (ImportError, ValueError) as exc:
-        print(f"mcr: cannot load the provider plugins: {exc}", file=sys.stderr)
+        status: int = args.func(args, out if out is not None else sys.stdout, plugins)
+    except Exception as exc:  # noqa: BLE001 -- a broken plugin: report it, exit 1
+        notes = "".join(f"\n  {note}" for note in getattr(exc, "__notes__", ()))
+        print(f"mcr: cannot load the provider plugins: {type(exc).__name__}: {exc}{notes}", file=sys.stderr)
         return 1
     return status
 

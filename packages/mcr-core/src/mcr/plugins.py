@@ -90,7 +90,8 @@ def load_registry(pm: pluggy.PluginManager | None = None) -> ProviderRegistry:
     """Call every plugin's ``mcr_register_providers`` and collect the registrations.
 
     Each registration records the plugin and its distribution (name and version).
-    ``ValueError`` if two plugins register the same provider name.
+    ``ValueError`` if two plugins register the same provider name; an exception raised by a plugin's
+    hook propagates with a note naming the plugin and its distribution.
     """
     pm = pm if pm is not None else plugin_manager()
     dists = {id(plugin): (dist.project_name, dist.version) for plugin, dist in pm.list_plugin_distinfo()}
@@ -123,7 +124,11 @@ def load_registry(pm: pluggy.PluginManager | None = None) -> ProviderRegistry:
             )
 
         kwargs = {"register": register}
-        impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+        try:
+            impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+        except Exception as exc:
+            exc.add_note(f"in mcr_register_providers of plugin {plugin_name!r} ({distribution} {version})")
+            raise
     return reg
 
 
