@@ -390,3 +390,20 @@ async def test_exec_plugin_client_certificates_rotate(apiserver: Any, tmp_path: 
     finally:
         await t.close()
     assert t.connector is None
+
+
+async def test_tls_server_name_and_verification(apiserver: Any) -> None:
+    from mcr.errors import TransportError
+
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    cluster = doc["clusters"][0]["cluster"]
+    cluster["tls-server-name"] = "localhost"
+    assert "default" in await _namespaces(RestConfig.from_kubeconfig(doc))
+    cluster["tls-server-name"] = "wrong.example"
+    with pytest.raises(TransportError) as err:
+        await _namespaces(RestConfig.from_kubeconfig(doc))
+    assert "certificate" in str(err.value).lower()
+    cluster["insecure-skip-tls-verify"] = True
+    insecure = RestConfig.from_kubeconfig(doc)
+    assert not insecure.verify_ssl
+    assert "default" in await _namespaces(insecure)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 
 import orjson
 
-from mcr.client._options import PATCH_CONTENT_TYPES, PatchType, delete_options, write_query
-from mcr.errors import GoneError
-from mcr.kinds import gvk_of, is_model_class, to_dict, to_model
+from mcr.client._options import PATCH_CONTENT_TYPES, PatchType, delete_options, encode_body, write_query
+from mcr.client._pager import list_all
+from mcr.client._subresource import SubResourceClient
+from mcr.kinds import GVK, gvk_of, is_model_class, to_dict, to_model
 from mcr.restmapper import Mapping as RESTMapping
 from mcr.restmapper import RESTMapper
 from mcr.transport import Transport
@@ -18,6 +19,8 @@ from mcr.transport import Transport
 __all__ = ["Client", "Reader", "SubResourceClient"]
 
 _JSON = "application/json"
+
+M = TypeVar("M")
 
 
 @runtime_checkable
@@ -49,16 +52,6 @@ def _is_object(x: object) -> bool:
 def _meta(d: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = d.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
-
-
-def _encode(body: object) -> bytes:
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, str):
-        return body.encode()
-    if isinstance(body, dict | list):
-        return orjson.dumps(body)
-    return orjson.dumps(to_dict(body))
 
 
 class Client:
@@ -162,6 +155,10 @@ class Client:
 
     # --- reads --------------------------------------------------------------------------------
 
+    @overload
+    async def get(self, kind: type[M], name: str, *, namespace: str | None = None) -> M: ...
+    @overload
+    async def get(self, kind: GVK | str, name: str, *, namespace: str | None = None) -> dict[str, Any]: ...
     async def get(self, kind: Any, name: str, *, namespace: str | None = None) -> Any:
         """The object ``name`` of ``kind`` (namespaced kinds default to namespace ``"default"``).
 
@@ -173,6 +170,26 @@ class Client:
         resp = await self.transport.request("GET", m.path(ns, name))
         return self._decode(resp.body, cls, m)
 
+    @overload
+    async def list(
+        self,
+        kind: type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+        field_selector: str | Mapping[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[M]: ...
+    @overload
+    async def list(
+        self,
+        kind: GVK | str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+        field_selector: str | Mapping[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]: ...
     async def list(
         self,
         kind: Any,
@@ -211,51 +228,32 @@ class Client:
         """The whole list as one ``<Kind>List`` dict (``metadata.resourceVersion`` from the first page),
         always from the server. Items carry ``apiVersion`` and ``kind``."""
         m = await self.rest_mapper.resolve(kind)
-        path = m.path(namespace if m.namespaced else None)
-        base: dict[str, str] = {}
-        if ls := _selector(label_selector):
-            base["labelSelector"] = ls
-        if fs := _selector(field_selector):
-            base["fieldSelector"] = fs
-        items: list[dict[str, Any]] = []
-        first: dict[str, Any] | None = None
-        cont = ""
-        paged = bool(limit)
-        while True:
-            query = dict(base)
-            if paged:
-                query["limit"] = str(limit)
-            if cont:
-                query["continue"] = cont
-            try:
-                page = (await self.transport.request("GET", path, query=query)).json()
-            except GoneError:
-                if not cont:
-                    raise
-                items, first, cont, paged = [], None, "", False  # expired token: one full list
-                continue
-            if first is None:
-                first = page
-            items.extend(page.get("items") or [])
-            cont = (page.get("metadata") or {}).get("continue") or ""
-            if not cont:
-                break
-        for item in items:
-            item.setdefault("apiVersion", m.gvk.api_version)
-            item.setdefault("kind", m.gvk.kind)
-        assert first is not None
-        meta = dict(first.get("metadata") or {})
-        meta.pop("continue", None)
-        meta.pop("remainingItemCount", None)
-        return {
-            "apiVersion": m.gvk.api_version,
-            "kind": f"{m.gvk.kind}List",
-            "metadata": meta,
-            "items": items,
-        }
+        return await list_all(
+            self.transport, m, namespace, _selector(label_selector), _selector(field_selector), limit
+        )
 
     # --- writes -------------------------------------------------------------------------------
 
+    @overload
+    async def create(
+        self,
+        obj: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: str | None = None,
+    ) -> dict[str, Any]: ...
+    @overload
+    async def create(
+        self,
+        obj: M,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: str | None = None,
+    ) -> M: ...
     async def create(
         self,
         obj: Any,
@@ -276,10 +274,28 @@ class Client:
             field_validation=field_validation,
         )
         resp = await self.transport.request(
-            "POST", m.path(ns), query=query, body=_encode(d), content_type=_JSON
+            "POST", m.path(ns), query=query, body=encode_body(d), content_type=_JSON
         )
         return self._decode(resp.body, cls, m)
 
+    @overload
+    async def update(
+        self,
+        obj: dict[str, Any],
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: str | None = None,
+    ) -> dict[str, Any]: ...
+    @overload
+    async def update(
+        self,
+        obj: M,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: str | None = None,
+    ) -> M: ...
     async def update(
         self,
         obj: Any,
@@ -307,7 +323,7 @@ class Client:
             field_validation=field_validation,
         )
         resp = await self.transport.request(
-            "PUT", m.path(ns, name, subresource), query=query, body=_encode(obj), content_type=_JSON
+            "PUT", m.path(ns, name, subresource), query=query, body=encode_body(obj), content_type=_JSON
         )
         return self._decode(resp.body, cls, m)
 
@@ -372,11 +388,33 @@ class Client:
             "PATCH",
             m.path(ns, name, subresource),
             query=query,
-            body=_encode(patch),
+            body=encode_body(patch),
             content_type=content_type,
         )
         return self._decode(resp.body, cls, m)
 
+    @overload
+    async def apply(
+        self,
+        obj: dict[str, Any],
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        field_validation: str | None = None,
+    ) -> dict[str, Any]: ...
+    @overload
+    async def apply(
+        self,
+        obj: M,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        field_validation: str | None = None,
+    ) -> M: ...
     async def apply(
         self,
         obj: Any,
@@ -481,91 +519,4 @@ class Client:
         )
         await self.transport.request(
             "DELETE", m.path(namespace), query=query, body=orjson.dumps(body), content_type=_JSON
-        )
-
-
-class SubResourceClient:
-    """Reads and writes one subresource (``status``, ``scale``, ``eviction``, …) of objects.
-
-    Always talks to the server (subresources are not cached).
-    """
-
-    def __init__(self, client: Client, subresource: str) -> None:
-        self._client = client
-        self.subresource = subresource
-
-    def __repr__(self) -> str:
-        return f"SubResourceClient({self.subresource!r}, {self._client!r})"
-
-    async def get(self, kind_or_obj: Any, name: str | None = None, *, namespace: str | None = None) -> Any:
-        c = self._client
-        m, ns, name, cls = await c._target(kind_or_obj, name, namespace)
-        resp = await c.transport.request("GET", m.path(ns, name, self.subresource))
-        return c._decode(resp.body, cls)
-
-    async def create(
-        self,
-        obj: Any,
-        body: Any,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
-        """POST ``body`` (e.g. an Eviction, a TokenRequest) to ``obj``'s subresource; returns a dict."""
-        c = self._client
-        m, ns, name, _ = await c._target(obj, None, None)
-        query = write_query(dry_run=dry_run, field_manager=c._field_manager(field_manager))
-        resp = await c.transport.request(
-            "POST", m.path(ns, name, self.subresource), query=query, body=_encode(body), content_type=_JSON
-        )
-        return orjson.loads(resp.body) if resp.body else None
-
-    async def update(
-        self,
-        obj: Any,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        field_validation: str | None = None,
-    ) -> Any:
-        return await self._client._put(obj, self.subresource, dry_run, field_manager, field_validation)
-
-    async def patch(
-        self,
-        kind_or_obj: Any,
-        name: str | None = None,
-        patch: Any = None,
-        *,
-        patch_type: PatchType = "merge",
-        namespace: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        field_validation: str | None = None,
-        force: bool | None = None,
-    ) -> Any:
-        return await self._client._patch(
-            kind_or_obj,
-            name,
-            patch,
-            self.subresource,
-            patch_type,
-            namespace,
-            dry_run,
-            field_manager,
-            field_validation,
-            force,
-        )
-
-    async def apply(
-        self,
-        obj: Any,
-        *,
-        field_manager: str | None = None,
-        force: bool = False,
-        namespace: str | None = None,
-        dry_run: bool = False,
-        field_validation: str | None = None,
-    ) -> Any:
-        return await self._client._apply(
-            obj, self.subresource, field_manager, force, namespace, dry_run, field_validation
         )

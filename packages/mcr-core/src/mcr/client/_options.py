@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
-__all__ = ["PATCH_CONTENT_TYPES", "PatchType", "delete_options", "write_query"]
+import orjson
+
+from mcr.kinds import to_dict
+
+__all__ = ["PATCH_CONTENT_TYPES", "PatchType", "delete_options", "encode_body", "write_query"]
 
 PatchType: TypeAlias = Literal["merge", "json", "strategic", "apply"]
 
@@ -71,3 +75,14 @@ def delete_options(
     if dry_run:
         body["dryRun"] = ["All"]
     return body
+
+
+def encode_body(body: object) -> bytes:
+    """Request body bytes: bytes and str as given, dicts/lists as JSON, models in wire form."""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    if isinstance(body, dict | list):
+        return orjson.dumps(body)
+    return orjson.dumps(to_dict(body))
