@@ -1,0 +1,427 @@
+"""HTTP layer: URL parsing, content negotiation, authn/authz, faults, errors → Status.
+
+One catch-all aiohttp route hands every request to :meth:`Api.dispatch`, which parses the
+Kubernetes URL layout (F1), applies injected faults, authenticates and authorizes, then calls the
+verb handlers in :mod:`.handlers_read` (get, list, watch) and :mod:`.handlers_resource` (create,
+update, patch, delete, subresources). Any :class:`~mcr_envtest.errors.StatusError` becomes a
+Status response; any other exception becomes a 500 Status (the server never crashes on input).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from . import discovery, errors, openapi
+from .auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
+from .faults import Faults, LoggedRequest
+from .resources import Registry, ResourceInfo
+
+if TYPE_CHECKING:
+    from .handlers_write import Writer
+    from .store import Store
+
+__all__ = ["Api", "Ctx", "json_response"]
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 3 * 1024 * 1024
+JSON = "application/json"
+NON_RESOURCE_PUBLIC = ("/healthz", "/livez", "/readyz", "/version")
+
+
+def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """A JSON response (``obj`` may be pre-encoded bytes)."""
+    body = obj if isinstance(obj, bytes) else orjson.dumps(obj)
+    return web.Response(body=body, status=status, content_type=JSON, headers=headers)
+
+
+def status_response(exc: errors.StatusError) -> web.Response:
+    headers = dict(exc.headers)
+    return json_response(exc.status, exc.code, headers)
+
+
+@dataclass
+class Ctx:
+    """A parsed resource request."""
+
+    request: web.Request
+    info: ResourceInfo
+    namespace: str  # "" for cluster scope or "all namespaces"
+    name: str
+    subresource: str
+    verb: str
+    user: UserInfo
+    all_namespaces: bool = False
+    output: str = "json"  # json | table | pom | yaml
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def query(self) -> Any:
+        return self.request.query
+
+
+def negotiate(accept: str) -> str:
+    """The representation to answer with: ``json``, ``table``, ``pom`` (PartialObjectMetadata),
+    ``yaml``; raises 406 when nothing in Accept can be served."""
+    if not accept:
+        return "json"
+    for part in accept.split(","):
+        items = [p.strip() for p in part.split(";")]
+        mt = items[0].lower()
+        params = dict(p.split("=", 1) for p in items[1:] if "=" in p)
+        as_ = params.get("as")
+        if mt in ("application/json", "*/*", "application/*", "application/json-seq"):
+            if as_ is None:
+                return "json"
+            if as_ == "Table" and params.get("g") == "meta.k8s.io":
+                return "table"
+            if (
+                as_ in ("PartialObjectMetadata", "PartialObjectMetadataList")
+                and params.get("g") == "meta.k8s.io"
+            ):
+                return "pom"
+            continue
+        if mt in ("application/yaml", "text/yaml"):
+            return "yaml"
+    raise errors.StatusError(
+        406,
+        "NotAcceptable",
+        "only the following media types are accepted: application/json, application/yaml",
+    )
+
+
+class Api:
+    """The request handlers of one server, over its store, registry and writer."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        writer: Writer,
+        faults: Faults,
+        authenticator: Authenticator,
+        authorizer: Authorizer,
+        *,
+        host_port: str,
+        anonymous: bool = False,
+        watch_timeout: tuple[float, float] = (1800.0, 3600.0),
+        bookmark_interval: float = 60.0,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.writer = writer
+        self.faults = faults
+        self.authenticator = authenticator
+        self.authorizer = authorizer
+        self.host_port = host_port
+        self.anonymous = anonymous
+        self.watch_timeout = watch_timeout
+        self.bookmark_interval = bookmark_interval
+        self.shutting_down = False
+        self.active_streams: set[web.StreamResponse] = set()
+
+    def make_app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY + 1024, handler_args={"max_field_size": 65536})
+        app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        return app
+
+    # ------------------------------------------------------------------ entry
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        user_name = ""
+        status = 500
+        try:
+            resp, user_name = await self._dispatch(request)
+            status = resp.status
+            return resp
+        except errors.StatusError as exc:
+            status = exc.code
+            return status_response(exc)
+        except web.HTTPRequestEntityTooLarge:
+            status = 413
+            return status_response(
+                errors.StatusError(
+                    413, "RequestEntityTooLarge", "the request body is too large (limit 3 MiB)"
+                )
+            )
+        except (ConnectionResetError, asyncio.CancelledError):
+            status = 499
+            raise
+        except Exception as exc:
+            log.exception("envtest: internal error on %s %s", request.method, request.path_qs)
+            status = 500
+            return status_response(
+                errors.StatusError(500, "InternalError", f"Internal error occurred: {exc!r}")
+            )
+        finally:
+            self.faults.request_log.append(
+                LoggedRequest(
+                    request.method, request.path, request.query_string, status, user_name, time.time()
+                )
+            )
+
+    async def _dispatch(self, request: web.Request) -> tuple[web.StreamResponse, str]:
+        faults = self.faults
+        if faults.latency_seconds:
+            await asyncio.sleep(faults.latency_seconds)
+        if self.shutting_down:
+            raise errors.StatusError(
+                503, "ServiceUnavailable", "apiserver is shutting down", headers={"Retry-After": "1"}
+            )
+        fail = faults.take_failure(request.method, request.path)
+        if fail is not None:
+            return self._injected_failure(*fail), ""
+        path = request.path
+        if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
+            return web.Response(text="ok", content_type="text/plain"), ""
+        user = self._authenticate(request, path)
+        segs = [s for s in path.split("/") if s]
+        if not segs or segs[0] not in ("api", "apis"):
+            return await self._non_resource(request, segs, user), user.name
+        ctx = self._parse(request, segs, user)
+        if ctx is None:
+            return await self._non_resource(request, segs, user), user.name
+        self._authorize(ctx)
+        from . import handlers_read, handlers_resource
+
+        if ctx.verb in ("get", "list", "watch") and not ctx.subresource:
+            resp = await handlers_read.handle(self, ctx)
+        else:
+            resp = await handlers_resource.handle(self, ctx)
+        return resp, user.name
+
+    def _injected_failure(self, status: int, retry_after: float | None, text: bool) -> web.Response:
+        headers: dict[str, str] = {}
+        if retry_after is not None:
+            headers["Retry-After"] = (
+                str(int(retry_after)) if float(retry_after).is_integer() else str(retry_after)
+            )
+        if text:
+            body = (
+                "Too many requests, please try again later.\n" if status == 429 else "Internal Server Error\n"
+            )
+            return web.Response(status=status, text=body, content_type="text/plain", headers=headers)
+        reasons = {
+            429: "TooManyRequests",
+            500: "InternalError",
+            503: "ServiceUnavailable",
+            504: "Timeout",
+            409: "Conflict",
+            502: "InternalError",
+            401: "Unauthorized",
+            403: "Forbidden",
+        }
+        details: dict[str, Any] | None = None
+        if retry_after is not None:
+            details = {"retryAfterSeconds": int(retry_after)}
+        message = {
+            429: "Too many requests, please try again later.",
+            503: "the server is currently unable to handle the request",
+        }.get(status, "injected fault")
+        exc = errors.StatusError(
+            status, reasons.get(status, "InternalError"), message, details=details, headers=headers
+        )
+        return status_response(exc)
+
+    # ------------------------------------------------------------------ auth
+    def _authenticate(self, request: web.Request, path: str) -> UserInfo:
+        try:
+            user = self.authenticator.authenticate(request)
+        except Unauthenticated:
+            raise errors.StatusError(401, "Unauthorized", "Unauthorized") from None
+        if user is not None:
+            return user
+        if self.anonymous or path in NON_RESOURCE_PUBLIC:
+            return UserInfo("system:anonymous", ("system:unauthenticated",))
+        raise errors.StatusError(401, "Unauthorized", "Unauthorized")
+
+    def _authorize(self, ctx: Ctx) -> None:
+        user = ctx.user
+        if "system:masters" in user.groups:
+            return
+        attrs = RequestAttributes(
+            verb=ctx.verb,
+            group=ctx.info.group,
+            resource=ctx.info.plural,
+            subresource=ctx.subresource,
+            namespace=ctx.namespace,
+            name=ctx.name,
+            path=ctx.request.path,
+            resource_request=True,
+        )
+        allowed, _reason = self.authorizer.authorize(user, attrs)
+        if allowed:
+            return
+        res = ctx.info.plural + (f"/{ctx.subresource}" if ctx.subresource else "")
+        scope = f'in the namespace "{ctx.namespace}"' if ctx.namespace else "at the cluster scope"
+        what = f'{ctx.info.describe()} "{ctx.name}"' if ctx.name else ctx.info.describe()
+        raise errors.forbidden(
+            f'{what} is forbidden: User "{user.name}" cannot {ctx.verb} resource "{res}" in API group '
+            f'"{ctx.info.group}" {scope}',
+            ctx.info,
+            ctx.name,
+        )
+
+    def _authorize_path(self, request: web.Request, user: UserInfo) -> None:
+        if "system:masters" in user.groups or request.path in NON_RESOURCE_PUBLIC:
+            return
+        attrs = RequestAttributes(
+            verb=request.method.lower(),
+            group="",
+            resource="",
+            subresource="",
+            namespace="",
+            name="",
+            path=request.path,
+            resource_request=False,
+        )
+        allowed, _ = self.authorizer.authorize(user, attrs)
+        if not allowed:
+            raise errors.forbidden(
+                f'forbidden: User "{user.name}" cannot {request.method.lower()} path "{request.path}"'
+            )
+
+    # ------------------------------------------------------------------ parse
+    def _parse(self, request: web.Request, segs: list[str], user: UserInfo) -> Ctx | None:
+        if segs[0] == "api":
+            if len(segs) < 3:
+                return None
+            group, version, rest = "", segs[1], segs[2:]
+        else:
+            if len(segs) < 4:
+                return None
+            group, version, rest = segs[1], segs[2], segs[3:]
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            namespace = rest[1]
+            rest = rest[2:]
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if len(rest) > 3:
+            raise errors.not_found(
+                None, request.path, plural="the server could not find the requested resource"
+            )
+        info = self.registry.lookup(group, version, plural)
+        if info is None:
+            raise errors.StatusError(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+                details={"kind": plural, **({"group": group} if group else {})},
+            )
+        if namespace and not info.namespaced:
+            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+        if sub and sub not in info.subresources:
+            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+        method = request.method
+        q = request.query
+        collection = not name
+        if method in ("GET", "HEAD"):
+            if collection:
+                verb = "watch" if q.get("watch", "") in ("1", "true", "True") else "list"
+            else:
+                verb = "get"
+        elif method == "POST":
+            verb = "create"
+            if not collection and not sub:
+                raise errors.method_not_allowed()
+        elif method == "PUT":
+            verb = "update"
+        elif method == "PATCH":
+            verb = "patch"
+        elif method == "DELETE":
+            verb = "deletecollection" if collection else "delete"
+        else:
+            raise errors.method_not_allowed()
+        if collection and verb in ("update", "patch"):
+            raise errors.method_not_allowed()
+        check = "create" if (sub == "token" and verb == "create") else verb
+        if not sub and check not in info.verbs:
+            raise errors.method_not_allowed()
+        if verb != "watch" or not q.get("watch"):
+            pass
+        output = negotiate(request.headers.get("Accept", ""))
+        return Ctx(
+            request,
+            info,
+            namespace,
+            name,
+            sub,
+            verb,
+            user,
+            all_namespaces=info.namespaced and not namespace,
+            output=output,
+        )
+
+    # ------------------------------------------------------------------ non-resource
+    async def _non_resource(
+        self, request: web.Request, segs: list[str], user: UserInfo
+    ) -> web.StreamResponse:
+        self._authorize_path(request, user)
+        if request.method not in ("GET", "HEAD"):
+            raise errors.method_not_allowed()
+        accept = request.headers.get("Accept", "")
+        path = "/" + "/".join(segs)
+        if path == "/version":
+            return json_response(discovery.version_info())
+        if path == "/api":
+            if discovery.wants_aggregated(accept):
+                return self._aggregated(request, core=True)
+            return json_response(discovery.api_versions(self.host_port))
+        if path == "/apis":
+            if discovery.wants_aggregated(accept):
+                return self._aggregated(request, core=False)
+            return json_response(discovery.api_group_list(self.registry))
+        if len(segs) == 2 and segs[0] == "api":
+            doc = discovery.api_resource_list(self.registry, "", segs[1])
+            if doc is not None:
+                return json_response(doc)
+        if len(segs) == 2 and segs[0] == "apis":
+            for g, versions in self.registry.groups():
+                if g == segs[1] and g:
+                    return json_response(discovery.api_group(g, versions))
+        if len(segs) == 3 and segs[0] == "apis":
+            doc = discovery.api_resource_list(self.registry, segs[1], segs[2])
+            if doc is not None:
+                return json_response(doc)
+        if segs[:2] == ["openapi", "v3"]:
+            if len(segs) == 2:
+                return json_response(openapi.root_document(self.registry))
+            rest = segs[2:]
+            gv: tuple[str, str] | None = None
+            if len(rest) == 2 and rest[0] == "api":
+                gv = ("", rest[1])
+            elif len(rest) == 3 and rest[0] == "apis":
+                gv = (rest[1], rest[2])
+            if gv is not None:
+                gdoc = openapi.group_version_document(self.registry, *gv)
+                if gdoc is not None:
+                    return json_response(
+                        gdoc,
+                        headers={"Cache-Control": "public, immutable"} if "hash" in request.query else None,
+                    )
+        raise errors.StatusError(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+            details={"causes": [{"type": "UnexpectedServerResponse", "message": "404 page not found"}]},
+        )
+
+    def _aggregated(self, request: web.Request, *, core: bool) -> web.Response:
+        version = discovery.aggregated_version(request.headers.get("Accept", ""))
+        body = orjson.dumps(discovery.aggregated(self.registry, core=core, version=version))
+        tag = discovery.etag(body)
+        headers = {"ETag": tag, "Vary": "Accept", "Cache-Control": "public"}
+        ctype = discovery.AGGREGATED_CONTENT_TYPE.replace("v=v2;", f"v={version};")
+        if request.headers.get("If-None-Match") == tag:
+            return web.Response(status=304, headers=headers)
+        resp = web.Response(body=body, headers=headers)
+        resp.headers["Content-Type"] = ctype
+        return resp

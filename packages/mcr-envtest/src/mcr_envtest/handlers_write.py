@@ -1,0 +1,547 @@
+"""Write semantics shared by HTTP handlers, the garbage collector and bootstrapping.
+
+:class:`Writer` implements create, update (incl. the ``/status`` split and generation rules),
+delete (preconditions, finalizers, propagation policies, namespace and CRD lifecycles) on top of
+the :class:`~mcr_envtest.store.Store`. Every method is synchronous: a write either happens
+completely or raises :class:`~mcr_envtest.errors.StatusError` before touching the store.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from . import apply as applymod
+from . import errors, validation
+from .resources import Registry, ResourceInfo
+from .store import Store
+
+__all__ = ["IMMORTAL_NAMESPACES", "Writer", "now_rfc3339"]
+
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+NS = ("", "namespaces")
+
+
+def now_rfc3339() -> str:
+    """The current time as upstream's RFC 3339 seconds timestamp."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def deep_copy(obj: Any) -> Any:
+    """A deep copy of a JSON value (orjson round trip: fast and exact for JSON data)."""
+    return orjson.loads(orjson.dumps(obj))
+
+
+def _strip_volatile(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = dict(obj.get("metadata") or {})
+    meta.pop("resourceVersion", None)
+    meta.pop("managedFields", None)
+    out = dict(obj)
+    out["metadata"] = meta
+    return out
+
+
+def _content(obj: dict[str, Any], *, with_status: bool) -> dict[str, Any]:
+    drop = {"metadata", "kind", "apiVersion"} if with_status else {"metadata", "status", "kind", "apiVersion"}
+    return {k: v for k, v in obj.items() if k not in drop}
+
+
+class Writer:
+    """Object-level writes with upstream's rules; see the module docstring.
+
+    ``on_crd_change(crd, removed)`` is called after a CRD is stored or finally removed, so the
+    registry and discovery follow at once.
+    """
+
+    def __init__(self, store: Store, registry: Registry) -> None:
+        self.store = store
+        self.registry = registry
+        self.on_crd_removed: list[Callable[[dict[str, Any]], None]] = []
+
+    # ------------------------------------------------------------------ helpers
+    def _manager(self, manager: str | None) -> str:
+        return manager or "unknown"
+
+    def check_namespace(self, info: ResourceInfo, namespace: str) -> None:
+        """404 when a namespaced object's namespace does not exist, 403 when it is terminating."""
+        if not info.namespaced:
+            return
+        ns = self.store.get("", "namespaces", "", namespace)
+        if ns is None:
+            raise errors.namespace_not_found(namespace)
+        if (ns.get("metadata") or {}).get("deletionTimestamp"):
+            raise errors.forbidden(
+                f"unable to create new content in namespace {namespace} because it is being terminated",
+                info,
+                "",
+                causes=[
+                    {
+                        "type": "NamespaceTerminating",
+                        "message": f"namespace {namespace} is being terminated",
+                        "field": "metadata.namespace",
+                    }
+                ],
+            )
+
+    def _validate(self, info: ResourceInfo, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        causes = validation.validate_object(info, obj, old=old, registry=self.registry)
+        if causes:
+            raise errors.invalid(info, (obj.get("metadata") or {}).get("name", ""), causes)
+
+    # ------------------------------------------------------------------ create
+    def create(
+        self,
+        info: ResourceInfo,
+        body: dict[str, Any],
+        namespace: str,
+        *,
+        dry_run: bool = False,
+        manager: str | None = None,
+        from_apply: bool = False,
+    ) -> dict[str, Any]:
+        """Create an object (``body`` is owned by the writer afterwards); returns the stored object."""
+        obj = body
+        obj["apiVersion"] = info.api_version
+        obj["kind"] = info.kind
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            meta = obj["metadata"] = {}
+        if info.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and namespace and body_ns != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            namespace = namespace or body_ns or ""
+            if not namespace:
+                raise errors.bad_request(
+                    "the server could not find the requested resource: namespace is required"
+                )
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+            namespace = ""
+        name = meta.get("name") or ""
+        if not name:
+            gen = meta.get("generateName") or ""
+            if not gen:
+                raise errors.invalid(
+                    info,
+                    "",
+                    [
+                        {
+                            "type": "FieldValueRequired",
+                            "message": "Required value: name or generateName is required",
+                            "field": "metadata.name",
+                        }
+                    ],
+                )
+            name = gen + "".join(random.choices(GEN_ALPHABET, k=5))
+            meta["name"] = name
+        causes = validation.validate_name(info, name)
+        if causes:
+            raise errors.invalid(info, name, causes)
+        self.check_namespace(info, namespace)
+        if self.store.get(info.group, info.plural, namespace, name) is not None:
+            raise errors.already_exists(info, name)
+        now = now_rfc3339()
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now
+        for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(k, None)
+        if info.is_custom or "spec" in obj or info.group in ("apps", "batch"):
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        if info.status_subresource and info.group_resource != (
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+        ):
+            obj.pop("status", None)
+        self._default(info, obj)
+        if not from_apply:
+            mf = meta.get("managedFields")
+            if mf == [{}]:
+                meta.pop("managedFields", None)
+            obj = applymod.record_update(
+                info, None, obj, manager=self._manager(manager), operation="Update", subresource=None, now=now
+            )
+        self._validate(info, obj, None)
+        if dry_run:
+            return obj
+        self.store.commit(info.group, info.plural, obj)
+        if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self.registry.add_crd(obj)
+        if info.group_resource == NS:
+            self._ensure_default_sa(name)
+        return obj
+
+    def _ensure_default_sa(self, namespace: str) -> None:
+        sa_info = self.registry.lookup("", "v1", "serviceaccounts")
+        if sa_info is None or self.store.get("", "serviceaccounts", namespace, "default") is not None:
+            return
+        self.create(sa_info, {"metadata": {"name": "default", "namespace": namespace}}, namespace)
+
+    def _default(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
+        gr = info.group_resource
+        if gr == NS:
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+            obj["status"] = {"phase": "Active"}
+        elif gr == ("", "services"):
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("type", "ClusterIP")
+            spec.setdefault("sessionAffinity", "None")
+            if spec["type"] != "ExternalName":
+                spec.setdefault("clusterIP", f"10.96.{random.randint(0, 255)}.{random.randint(1, 254)}")
+                spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            for p in spec.get("ports") or []:
+                if isinstance(p, dict):
+                    p.setdefault("protocol", "TCP")
+                    if "port" in p:
+                        p.setdefault("targetPort", p["port"])
+            obj.setdefault("status", {"loadBalancer": {}})
+        elif gr == ("", "pods"):
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("restartPolicy", "Always")
+            spec.setdefault("dnsPolicy", "ClusterFirst")
+            spec.setdefault("terminationGracePeriodSeconds", 30)
+            spec.setdefault("schedulerName", "default-scheduler")
+            spec.setdefault("serviceAccountName", "default")
+            obj.setdefault("status", {})
+            obj["status"].setdefault("phase", "Pending")
+            obj["status"].setdefault("qosClass", "BestEffort")
+        elif gr == ("apps", "deployments"):
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("replicas", 1)
+            spec.setdefault("revisionHistoryLimit", 10)
+            spec.setdefault("progressDeadlineSeconds", 600)
+            spec.setdefault(
+                "strategy",
+                {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+            )
+        elif gr in (("apps", "replicasets"), ("apps", "statefulsets"), ("", "replicationcontrollers")):
+            obj.setdefault("spec", {}).setdefault("replicas", 1)
+        elif gr == ("", "secrets"):
+            obj.setdefault("type", "Opaque")
+        elif gr == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self._crd_status(obj)
+
+    @staticmethod
+    def _crd_status(obj: dict[str, Any]) -> None:
+        spec = obj.get("spec") or {}
+        now = now_rfc3339()
+        names = dict(spec.get("names") or {})
+        if names.get("kind") and not names.get("listKind"):
+            names["listKind"] = names["kind"] + "List"
+        if names.get("kind") and not names.get("singular"):
+            names["singular"] = str(names["kind"]).lower()
+        stored = [v.get("name") for v in spec.get("versions") or [] if v.get("storage")]
+        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        old_stored = [s for s in (status or {}).get("storedVersions") or [] if s not in stored]
+        obj["status"] = {
+            "acceptedNames": names,
+            "conditions": [
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "lastTransitionTime": now,
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "lastTransitionTime": now,
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                },
+            ],
+            "storedVersions": old_stored + stored,
+        }
+
+    # ------------------------------------------------------------------ update
+    def update(
+        self,
+        info: ResourceInfo,
+        body: dict[str, Any],
+        namespace: str,
+        name: str,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        manager: str | None = None,
+        require_rv: bool | None = None,
+        operation: str = "Update",
+        managed: bool = False,
+    ) -> dict[str, Any]:
+        """Replace an object (PUT, or the result of a patch); ``body`` is owned by the writer.
+
+        ``require_rv`` (default: custom resources only) makes a missing resourceVersion a 422.
+        ``managed`` means ``body`` already carries final managedFields (server-side apply).
+        Returns the stored object (the unchanged old one for a no-op write).
+        """
+        old = self.store.get(info.group, info.plural, namespace, name)
+        if old is None:
+            raise errors.not_found(info, name)
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of an update must be a JSON object")
+        meta = body.get("metadata")
+        if not isinstance(meta, dict):
+            meta = body["metadata"] = {}
+        if meta.get("name", name) != name:
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
+        if info.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        old_meta = old["metadata"]
+        rv = meta.get("resourceVersion")
+        if rv:
+            if rv != old_meta.get("resourceVersion"):
+                raise errors.conflict(info, name, errors.STALE)
+        elif require_rv if require_rv is not None else info.is_custom:
+            raise errors.invalid(
+                info,
+                name,
+                [
+                    {
+                        "type": "FieldValueInvalid",
+                        "message": "Invalid value: 0x0: must be specified for an update",
+                        "field": "metadata.resourceVersion",
+                    }
+                ],
+            )
+        if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
+            raise errors.invalid(
+                info,
+                name,
+                [{"type": "FieldValueInvalid", "message": "field is immutable", "field": "metadata.uid"}],
+            )
+        if subresource == "status":
+            new = deep_copy(old)
+            if "status" in body:
+                new["status"] = body["status"]
+            else:
+                new.pop("status", None)
+            if managed:
+                new["metadata"]["managedFields"] = meta.get("managedFields")
+        else:
+            new = body
+            new["apiVersion"] = info.api_version
+            new["kind"] = info.kind
+            meta["name"] = name
+            if info.namespaced:
+                meta["namespace"] = namespace
+            else:
+                meta.pop("namespace", None)
+            for k in (
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ):
+                if k in old_meta:
+                    meta[k] = old_meta[k]
+                else:
+                    meta.pop(k, None)
+            if not managed:
+                if meta.get("managedFields") == [{}]:
+                    meta.pop("managedFields")
+                elif "managedFields" not in meta and "managedFields" in old_meta:
+                    meta["managedFields"] = old_meta["managedFields"]
+            if info.status_subresource:
+                if "status" in old:
+                    new["status"] = old["status"]
+                else:
+                    new.pop("status", None)
+            if old_meta.get("deletionTimestamp"):
+                added = set(meta.get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
+                if added:
+                    raise errors.invalid(
+                        info,
+                        name,
+                        [
+                            {
+                                "type": "FieldValueForbidden",
+                                "message": "Forbidden: no new finalizers can be added if the object is being deleted, "
+                                f"found new finalizers {sorted(added)!r}",
+                                "field": "metadata.finalizers",
+                            }
+                        ],
+                    )
+            if info.group_resource == NS:
+                new["spec"] = old.get("spec", {}) if "spec" not in new else new["spec"]
+            if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+                new["status"] = old.get("status", {})
+                self._crd_status(new)
+        new_meta = new["metadata"]
+        new_meta["resourceVersion"] = old_meta.get("resourceVersion")
+        # generation: bumps when content outside metadata (and status, with a status subresource) changes
+        if "generation" in old_meta:
+            with_status = not info.status_subresource
+            if _content(new, with_status=with_status) != _content(old, with_status=with_status):
+                new_meta["generation"] = int(old_meta["generation"]) + 1
+        if _strip_volatile(new) == _strip_volatile(old):
+            return old
+        now = now_rfc3339()
+        if not managed:
+            new = applymod.record_update(
+                info,
+                old,
+                new,
+                manager=self._manager(manager),
+                operation=operation,
+                subresource=subresource,
+                now=now,
+            )
+        self._validate(info, new, old)
+        if dry_run:
+            return new
+        if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):
+            self._remove(info, namespace, name)
+            return new
+        self.store.commit(info.group, info.plural, new)
+        if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self.registry.add_crd(new)
+        return new
+
+    # ------------------------------------------------------------------ delete
+    def delete(
+        self,
+        info: ResourceInfo,
+        namespace: str,
+        name: str,
+        options: dict[str, Any] | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> tuple[dict[str, Any], bool]:
+        """Delete an object; returns (object, removed) — removed is False when the object now
+        waits on finalizers (it then carries ``deletionTimestamp``)."""
+        options = options or {}
+        obj = self.store.get(info.group, info.plural, namespace, name)
+        if obj is None:
+            raise errors.not_found(info, name)
+        meta = obj["metadata"]
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            raise errors.conflict(
+                info,
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+            raise errors.conflict(
+                info,
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+            )
+        policy = options.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is not None:
+            policy = "Orphan" if options["orphanDependents"] else "Background"
+        if policy not in (None, "Background", "Foreground", "Orphan"):
+            raise errors.invalid(
+                info,
+                name,
+                [
+                    {
+                        "type": "FieldValueNotSupported",
+                        "field": "propagationPolicy",
+                        "message": f'Unsupported value: "{policy}"',
+                    }
+                ],
+            )
+        gr = info.group_resource
+        if gr == NS and name in IMMORTAL_NAMESPACES:
+            raise errors.forbidden(
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted', info, name
+            )
+        extra: list[str] = []
+        if policy == "Foreground":
+            extra.append("foregroundDeletion")
+        elif policy == "Orphan":
+            extra.append("orphan")
+        if gr == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            extra.append(CRD_FINALIZER)
+        finalizers = list(meta.get("finalizers") or ())
+        if gr == NS:
+            return self._terminate_namespace(info, obj, dry_run), False
+        if not finalizers and not extra:
+            if dry_run:
+                return obj, True
+            self._remove(info, namespace, name)
+            return obj, True
+        if meta.get("deletionTimestamp"):
+            return obj, False  # already terminating: a repeated DELETE returns it unchanged
+        new = deep_copy(obj)
+        nm = new["metadata"]
+        nm["deletionTimestamp"] = now_rfc3339()
+        nm["deletionGracePeriodSeconds"] = 0
+        nm["finalizers"] = finalizers + [f for f in extra if f not in finalizers]
+        if "generation" in nm:
+            nm["generation"] = int(nm["generation"]) + 1
+        if dry_run:
+            return new, False
+        self.store.commit(info.group, info.plural, new)
+        return new, False
+
+    def _terminate_namespace(self, info: ResourceInfo, obj: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+        if obj["metadata"].get("deletionTimestamp"):
+            return obj
+        new = deep_copy(obj)
+        new["metadata"]["deletionTimestamp"] = now_rfc3339()
+        new["metadata"]["deletionGracePeriodSeconds"] = 0
+        new.setdefault("spec", {})["finalizers"] = ["kubernetes"]
+        new["status"] = {"phase": "Terminating"}
+        if dry_run:
+            return new
+        self.store.commit("", "namespaces", new)
+        return new
+
+    def _remove(self, info: ResourceInfo, namespace: str, name: str) -> None:
+        ev = self.store.remove(info.group, info.plural, namespace, name)
+        if ev is not None and info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self.registry.remove_crd(ev.prev or ev.obj)
+            for cb in self.on_crd_removed:
+                cb(ev.prev or ev.obj)
+
+    def remove_finalizer(self, info: ResourceInfo, namespace: str, name: str, finalizer: str) -> None:
+        """Drop one finalizer (as a controller would); removes the object when none remain."""
+        obj = self.store.get(info.group, info.plural, namespace, name)
+        if obj is None:
+            return
+        fins = list(obj["metadata"].get("finalizers") or ())
+        if finalizer not in fins:
+            return
+        fins.remove(finalizer)
+        if not fins and obj["metadata"].get("deletionTimestamp"):
+            self._remove(info, namespace, name)
+            return
+        new = deep_copy(obj)
+        if fins:
+            new["metadata"]["finalizers"] = fins
+        else:
+            new["metadata"].pop("finalizers", None)
+        self.store.commit(info.group, info.plural, new)
+
+    def finish_namespace(self, name: str) -> None:
+        """Remove a terminating namespace once empty (clears the ``kubernetes`` finalizer)."""
+        obj = self.store.get("", "namespaces", "", name)
+        if obj is None:
+            return
+        if obj["metadata"].get("finalizers"):
+            new = deep_copy(obj)
+            new["spec"]["finalizers"] = []
+            self.store.commit("", "namespaces", new)
+            return
+        self.store.remove("", "namespaces", "", name)

@@ -1,0 +1,82 @@
+"""pytest fixtures: ``apiserver`` (fresh HTTPS ServerThread per test), ``fleet`` (factory) and
+``kubectl`` (runs the kubectl binary against ``apiserver`` with a private KUBECACHEDIR)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .fleet import FleetThread
+from .server import ServerThread
+
+__all__ = ["apiserver", "find_kubectl", "fleet", "kubectl"]
+
+
+@pytest.fixture
+def apiserver() -> Iterator[ServerThread]:
+    """A fresh HTTPS server in its own thread, stopped at teardown."""
+    with ServerThread() as srv:
+        yield srv
+
+
+@pytest.fixture
+def fleet() -> Iterator[Callable[..., FleetThread]]:
+    """A factory: ``fleet(n, **server_kwargs)`` returns started servers; all stop at teardown."""
+    made: list[FleetThread] = []
+
+    def make(n: int, **kwargs: Any) -> FleetThread:
+        f = FleetThread(n, **kwargs)
+        made.append(f)
+        return f.start()
+
+    yield make
+    for f in made:
+        f.close()
+
+
+def find_kubectl() -> str | None:
+    """kubectl next to the running interpreter first (a venv's bin), then on PATH."""
+    candidate = Path(sys.executable).parent / "kubectl"
+    if candidate.exists() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    return shutil.which("kubectl")
+
+
+@pytest.fixture
+def kubectl(apiserver: ServerThread, tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``kubectl("get", "ns", input=None, check=False, kubeconfig=None)`` → CompletedProcess (text).
+
+    Skips the test when no kubectl binary is found.
+    """
+    binary = find_kubectl()
+    if binary is None:
+        pytest.skip("kubectl binary not found next to python or on PATH")
+    cache = tmp_path / "kubecache"
+    env = dict(os.environ, KUBECACHEDIR=str(cache), HOME=str(tmp_path))
+
+    def run(
+        *args: str,
+        input: str | None = None,
+        check: bool = False,
+        kubeconfig: str | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        cfg = kubeconfig or apiserver.kubeconfig_path
+        return subprocess.run(
+            [binary, "--kubeconfig", cfg, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=check,
+            timeout=timeout,
+        )
+
+    return run

@@ -1,0 +1,378 @@
+"""``Server`` (in the current event loop) and ``ServerThread`` (own thread and loop).
+
+A server owns one store (objects, RV counter, history), a registry, the HTTP app and a TLS
+identity. ``stop()`` then ``start()`` keeps the state and the port; ``restart(keep_state=False)``
+loses the state and seeds a new RV counter above every RV handed out before, so clients' old RVs
+get 410 Expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import ssl
+import tempfile
+import threading
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from . import certs, kubeconfig, persist
+from .auth import Authenticator, Authorizer, UserInfo
+from .faults import Faults
+from .gc import Collector
+from .handlers import Api
+from .handlers_write import IMMORTAL_NAMESPACES, Writer
+from .resources import Registry
+from .store import Store
+
+__all__ = ["Server", "ServerThread"]
+
+T = TypeVar("T")
+ADMIN = UserInfo("envtest-admin", ("system:masters", "system:authenticated"))
+
+
+class Server:
+    """A Kubernetes-compatible API server in the running event loop.
+
+    Use ``async with Server() as srv`` (or ``await start()`` / ``await stop()``). Attributes valid
+    after the first start: :attr:`url`, :attr:`kubeconfig`, :attr:`kubeconfig_path`,
+    :attr:`ca_file`, :attr:`admin_token`, :attr:`faults`, :attr:`store`. Repeated ``start()`` on a
+    running server and ``stop()`` on a stopped one are no-ops.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        https: bool = True,
+        history_size: int = 10000,
+        state_dir: str | os.PathLike[str] | None = None,
+        owner_gc: bool = True,
+        anonymous: bool = False,
+        bookmark_interval: float = 60.0,
+        watch_timeout: tuple[float, float] = (1800.0, 3600.0),
+        snapshot_interval: float = 5.0,
+        name: str = "envtest",
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.https = https
+        self.history_size = history_size
+        self.state_dir = Path(state_dir) if state_dir is not None else None
+        self.owner_gc = owner_gc
+        self.anonymous = anonymous
+        self.bookmark_interval = bookmark_interval
+        self.watch_timeout = watch_timeout
+        self.snapshot_interval = snapshot_interval
+        self.name = name
+        self.faults = Faults()
+        self.admin_token = secrets.token_urlsafe(24)
+        self.authenticator = Authenticator()
+        self.authenticator.add_token(self.admin_token, ADMIN)
+        self.store: Store | None = None
+        self.registry: Registry | None = None
+        self.writer: Writer | None = None
+        self._collector: Collector | None = None
+        self._runner: web.AppRunner | None = None
+        self._api: Api | None = None
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._tmp = Path(tempfile.mkdtemp(prefix="mcr-envtest-"))
+        self._ca = certs.process_ca()
+        self._serving = self._ca.serving(tuple(dict.fromkeys((host, "127.0.0.1", "::1", "localhost"))))
+        self.ca_file = str(self._tmp / "ca.crt")
+        Path(self.ca_file).write_bytes(self._ca.cert_pem)
+        self._cert_file = self._tmp / "serving.crt"
+        self._key_file = self._tmp / "serving.key"
+        self._cert_file.write_bytes(self._serving.cert_pem)
+        fd = os.open(self._key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(self._serving.key_pem)
+        self.kubeconfig_path = str(self._tmp / "kubeconfig")
+        self.kubeconfig: dict[str, Any] = {}
+        self.running = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def url(self) -> str:
+        """``https://127.0.0.1:<port>`` (``http://`` when https is off)."""
+        scheme = "https" if self.https else "http"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{self.port}"
+
+    @property
+    def ca_pem(self) -> bytes:
+        """The CA certificate (PEM) clients should trust."""
+        return self._ca.cert_pem
+
+    # ------------------------------------------------------------------ lifecycle
+    def _fresh_state(self) -> None:
+        self.store = Store(self.history_size)
+        self.registry = Registry()
+        self.writer = Writer(self.store, self.registry)
+        self._collector = Collector(self.writer, owner_gc=self.owner_gc)
+        self.writer.on_crd_removed.append(self._on_crd_removed)
+        loaded = persist.load_state(self.state_dir) if self.state_dir is not None else None
+        if loaded is not None:
+            self.store.load(loaded)
+            for crd in self.store.list_objects("apiextensions.k8s.io", "customresourcedefinitions"):
+                self.registry.add_crd(crd)
+        self._bootstrap()
+
+    def _bootstrap(self) -> None:
+        assert self.writer is not None
+        assert self.registry is not None
+        assert self.store is not None
+        ns_info = self.registry.lookup("", "v1", "namespaces")
+        assert ns_info is not None
+        for ns in IMMORTAL_NAMESPACES:
+            if self.store.get("", "namespaces", "", ns) is None:
+                self.writer.create(ns_info, {"metadata": {"name": ns}}, "")
+
+    def _on_crd_removed(self, crd: dict[str, Any]) -> None:
+        assert self.store is not None
+        spec = crd.get("spec") or {}
+        self.store.close_watchers((spec.get("group", ""), (spec.get("names") or {}).get("plural", "")))
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(self._cert_file, self._key_file)
+        ctx.load_verify_locations(cadata=self._ca.cert_pem.decode())
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        return ctx
+
+    async def start(self) -> None:
+        """Start serving (state is created on the first start, then kept)."""
+        if self.running:
+            return
+        self.loop = asyncio.get_running_loop()
+        if self.store is None:
+            self._fresh_state()
+        assert self.store is not None
+        assert self.registry is not None
+        assert self.writer is not None
+        assert self._collector is not None
+        self._api = Api(
+            self.store,
+            self.registry,
+            self.writer,
+            self.faults,
+            self.authenticator,
+            Authorizer(self.store),
+            host_port=f"{self.host}:{self.port}",
+            anonymous=self.anonymous,
+            watch_timeout=self.watch_timeout,
+            bookmark_interval=self.bookmark_interval,
+        )
+        store = self.store
+        self.faults._bind(self.loop, lambda: store.close_watchers(), store.compact)
+        self._runner = web.AppRunner(
+            self._api.make_app(), handle_signals=False, access_log=None, shutdown_timeout=1.0
+        )
+        await self._runner.setup()
+        site = web.TCPSite(
+            self._runner,
+            self.host,
+            self.port,
+            ssl_context=self._ssl_context() if self.https else None,
+            reuse_address=True,
+            backlog=1024,
+        )
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
+        server = site._server
+        if self.port == 0 and server is not None:
+            sockets = getattr(server, "sockets", None) or []
+            self.port = sockets[0].getsockname()[1]
+        self._api.host_port = f"{self.host}:{self.port}"
+        self._collector.start()
+        self.kubeconfig = kubeconfig.build(
+            server=self.url,
+            ca_pem=self._ca.cert_pem if self.https else None,
+            user="envtest-admin",
+            token=self.admin_token,
+            cluster_name=self.name,
+        )
+        kubeconfig.write(self.kubeconfig, self.kubeconfig_path)
+        if self.state_dir is not None:
+            self._snapshot_task = self.loop.create_task(self._snapshots(), name="mcr-envtest-snapshots")
+        self.running = True
+
+    async def _snapshots(self) -> None:
+        last = -1
+        while True:
+            await asyncio.sleep(self.snapshot_interval)
+            if self.store is not None and self.state_dir is not None and self.store.rv != last:
+                last = self.store.rv
+                persist.save_state(self.state_dir, self.store.dump())
+
+    async def stop(self) -> None:
+        """Stop serving: open watches end cleanly, connections close; state is kept (and saved to
+        ``state_dir`` when set). Idempotent."""
+        if not self.running:
+            return
+        self.running = False
+        assert self._api is not None
+        assert self.store is not None
+        self._api.shutting_down = True
+        self.store.close_watchers()
+        if self._snapshot_task is not None:
+            self._snapshot_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._snapshot_task
+            self._snapshot_task = None
+        if self._collector is not None:
+            await self._collector.stop()
+        if self._runner is not None:
+            await self._close_runner(self._runner)
+            self._runner = None
+        if self.state_dir is not None:
+            persist.save_state(self.state_dir, self.store.dump())
+
+    @staticmethod
+    async def _close_runner(runner: web.AppRunner) -> None:
+        # TLS close waits for the peer's close_notify, which idle pooled clients never send:
+        # abort what is still open so no socket outlives the server.
+        server = runner.server
+        transports = [c.transport for c in (server.connections if server is not None else [])]
+        await runner.cleanup()
+        for t in transports:
+            if t is not None:
+                t.abort()
+        await asyncio.sleep(0)
+
+    async def restart(self, keep_state: bool = True) -> None:
+        """Stop and start again on the same port; ``keep_state=False`` starts from an empty store
+        whose RVs are all newer than before (and deletes the ``state_dir`` snapshot)."""
+        await self.stop()
+        if not keep_state:
+            if self.state_dir is not None:
+                persist.state_file(self.state_dir).unlink(missing_ok=True)
+            self.store = None
+        await self.start()
+
+    async def __aenter__(self) -> Server:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ users
+    def add_user(
+        self,
+        name: str,
+        groups: tuple[str, ...] | list[str] = (),
+        token: str | None = None,
+        *,
+        client_cert: bool = False,
+    ) -> dict[str, Any]:
+        """Register a user and return a kubeconfig dict for it (bearer token, or a client
+        certificate when ``client_cert``). Permissions come from RBAC objects in the store
+        unless ``groups`` contains ``system:masters``."""
+        all_groups = (*tuple(groups), "system:authenticated")
+        if client_cert:
+            pair = self._ca.client(name, tuple(groups))
+            return kubeconfig.build(
+                server=self.url,
+                ca_pem=self._ca.cert_pem if self.https else None,
+                user=name,
+                client_cert_pem=pair.cert_pem,
+                client_key_pem=pair.key_pem,
+                cluster_name=self.name,
+            )
+        token = token or secrets.token_urlsafe(24)
+        self.authenticator.add_token(token, UserInfo(name, all_groups))
+        return kubeconfig.build(
+            server=self.url,
+            ca_pem=self._ca.cert_pem if self.https else None,
+            user=name,
+            token=token,
+            cluster_name=self.name,
+        )
+
+
+class ServerThread:
+    """A :class:`Server` running in its own thread and event loop.
+
+    Same attributes as :class:`Server`; ``start()``, ``stop()``, ``restart()`` and ``close()`` are
+    blocking and thread-safe, and so are the ``faults`` controls. :meth:`call` runs a function in
+    the server's loop (use it to read ``store`` safely). Usable from sync and async tests.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.server = Server(**kwargs)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="mcr-envtest", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
+
+    def _sync(self, coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn()`` in the server's loop and return its result."""
+
+        async def run() -> T:
+            return fn()
+
+        return self._sync(run())
+
+    def start(self) -> ServerThread:
+        self._sync(self.server.start())
+        return self
+
+    def stop(self) -> None:
+        if self._loop.is_running():
+            self._sync(self.server.stop())
+
+    def restart(self, keep_state: bool = True) -> None:
+        self._sync(self.server.restart(keep_state=keep_state))
+
+    def close(self) -> None:
+        """Stop the server and end the thread (idempotent)."""
+        if not self._thread.is_alive():
+            return
+        self.stop()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def add_user(
+        self,
+        name: str,
+        groups: tuple[str, ...] | list[str] = (),
+        token: str | None = None,
+        *,
+        client_cert: bool = False,
+    ) -> dict[str, Any]:
+        return self.server.add_user(name, groups, token, client_cert=client_cert)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # url, kubeconfig, kubeconfig_path, ca_file, admin_token, faults, store, registry, port, ...
+        return getattr(self.server, name)
