@@ -1,0 +1,168 @@
+"""/metrics of a running manager shows controller-runtime's metrics moving, with their labels."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mcr import metrics
+from mcr.builder import controller_managed_by
+from mcr.config import load_config
+from mcr.manager import Manager
+from mcr.reconcile import Request
+from mcr.testing import eventually
+from mcr_envtest import ServerThread
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def _samples(text: str) -> Samples:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _value(samples: Samples, metric: str, **labels: str) -> float | None:
+    return samples.get((metric, tuple(sorted(labels.items()))))
+
+
+def test_metric_names_and_labels_match_controller_runtime() -> None:
+    expected = {
+        metrics.RECONCILE_TOTAL: ("controller_runtime_reconcile_total", ["controller", "result", "cluster"]),
+        metrics.RECONCILE_ERRORS_TOTAL: (
+            "controller_runtime_reconcile_errors_total",
+            ["controller", "cluster"],
+        ),
+        metrics.TERMINAL_RECONCILE_ERRORS_TOTAL: (
+            "controller_runtime_terminal_reconcile_errors_total",
+            ["controller", "cluster"],
+        ),
+        metrics.RECONCILE_TIME_SECONDS: (
+            "controller_runtime_reconcile_time_seconds_count",
+            ["controller", "cluster"],
+        ),
+        metrics.MAX_CONCURRENT_RECONCILES: ("controller_runtime_max_concurrent_reconciles", ["controller"]),
+        metrics.ACTIVE_WORKERS: ("controller_runtime_active_workers", ["controller"]),
+        metrics.WORKQUEUE_DEPTH: ("workqueue_depth", ["name", "controller"]),
+        metrics.WORKQUEUE_ADDS_TOTAL: ("workqueue_adds_total", ["name", "controller"]),
+        metrics.WORKQUEUE_RETRIES_TOTAL: ("workqueue_retries_total", ["name", "controller"]),
+        metrics.WORKQUEUE_QUEUE_DURATION_SECONDS: (
+            "workqueue_queue_duration_seconds_count",
+            ["name", "controller"],
+        ),
+        metrics.WORKQUEUE_WORK_DURATION_SECONDS: (
+            "workqueue_work_duration_seconds_count",
+            ["name", "controller"],
+        ),
+        metrics.WORKQUEUE_UNFINISHED_WORK_SECONDS: (
+            "workqueue_unfinished_work_seconds",
+            ["name", "controller"],
+        ),
+        metrics.WORKQUEUE_LONGEST_RUNNING_PROCESSOR_SECONDS: (
+            "workqueue_longest_running_processor_seconds",
+            ["name", "controller"],
+        ),
+        metrics.LEADER_ELECTION_MASTER_STATUS: ("leader_election_master_status", ["name"]),
+        metrics.REST_CLIENT_REQUESTS_TOTAL: (
+            "rest_client_requests_total",
+            ["code", "method", "host", "cluster"],
+        ),
+        metrics.ENGAGED_CLUSTERS: ("mcr_engaged_clusters", ["state"]),
+        metrics.CLUSTER_ENGAGE_TOTAL: ("mcr_cluster_engage_total", ["result"]),
+    }
+    for metric, (sample_name, labels) in expected.items():
+        values = {label: "names-test" for label in labels}
+        metric.labels(**values)  # raises ValueError if the label names differ
+        samples = _samples(generate_latest(metrics.REGISTRY).decode())
+        assert (sample_name, tuple(sorted(values.items()))) in samples, sample_name
+        metric.remove(*values.values())
+    assert metrics.RECONCILE_TIME_BUCKETS[:4] == (0.005, 0.01, 0.025, 0.05)
+    assert metrics.RECONCILE_TIME_BUCKETS[-1] == 60.0
+    assert len(metrics.RECONCILE_TIME_BUCKETS) == 40
+    assert metrics.WORKQUEUE_DURATION_BUCKETS[0] == 1e-08
+    assert len(metrics.WORKQUEUE_DURATION_BUCKETS) == 12
+
+
+async def test_scraped_metrics_move_with_reconciles(apiserver: ServerThread) -> None:
+    config = load_config(apiserver.kubeconfig)
+    mgr = Manager(
+        config,
+        metrics_bind_address="127.0.0.1:0",
+        leader_election=True,
+        leader_election_id="metrics-test",
+        leader_election_namespace="default",
+        lease_duration=2,
+        renew_deadline=1.5,
+        retry_period=0.2,
+    )
+    fail_once: set[str] = set()
+
+    async def reconcile(req: Request) -> None:
+        if req.name.startswith("bad") and req.name not in fail_once:
+            fail_once.add(req.name)
+            raise RuntimeError("first attempt fails")
+
+    controller_managed_by(mgr).named("metrics-cm").for_("v1/ConfigMap").complete(reconcile)
+    task = asyncio.create_task(mgr.start(handle_signals=False))
+    try:
+        await eventually(lambda: mgr.metrics_url and mgr.elected.is_set(), timeout=10)
+        async with config.transport() as t, aiohttp.ClientSession() as http:
+
+            async def scrape() -> Samples:
+                async with http.get(f"{mgr.metrics_url}/metrics") as resp:
+                    assert resp.status == 200
+                    return _samples(await resp.text())
+
+            before = await scrape()
+            for name in ("good-1", "good-2", "bad-1"):
+                body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+                await t.request(
+                    "POST",
+                    "/api/v1/namespaces/default/configmaps",
+                    body=body.encode(),
+                    content_type="application/json",
+                )
+
+            def successes(s: Samples) -> float:
+                return (
+                    _value(
+                        s,
+                        "controller_runtime_reconcile_total",
+                        controller="metrics-cm",
+                        result="success",
+                        cluster="",
+                    )
+                    or 0.0
+                )
+
+            async def moved() -> Samples | None:
+                s = await scrape()
+                return s if successes(s) >= successes(before) + 3 else None
+
+            after = await eventually(moved, timeout=15)
+            c = {"controller": "metrics-cm"}
+            assert _value(after, "controller_runtime_reconcile_total", **c, result="error", cluster="") == 1.0
+            assert _value(after, "controller_runtime_reconcile_errors_total", **c, cluster="") == 1.0
+            assert (
+                _value(after, "controller_runtime_reconcile_time_seconds_count", **c, cluster="") or 0
+            ) >= 4
+            assert _value(after, "controller_runtime_max_concurrent_reconciles", **c) == 1.0
+            assert _value(after, "controller_runtime_active_workers", **c) is not None
+            q = {"name": "metrics-cm", "controller": "metrics-cm"}
+            assert (_value(after, "workqueue_adds_total", **q) or 0) >= 4
+            assert (_value(after, "workqueue_retries_total", **q) or 0) >= 1
+            assert (_value(after, "workqueue_work_duration_seconds_count", **q) or 0) >= 4
+            assert _value(after, "workqueue_depth", **q) is not None
+            assert _value(after, "leader_election_master_status", name="metrics-test") == 1.0
+            assert _value(after, "mcr_engaged_clusters", state="synced") == 1.0
+            rest = [k for k in after if k[0] == "rest_client_requests_total"]
+            assert rest, "no rest_client_requests_total series"
+    finally:
+        mgr.stop()
+        await asyncio.wait_for(task, 10)
