@@ -281,3 +281,42 @@ def test_bad_options_are_rejected() -> None:
         Controller(unique("bad"), lambda req: None, max_concurrent_reconciles=0)
     with pytest.raises(TypeError, match="reconciler"):
         Controller(unique("bad"), None)
+
+
+async def test_logs_inside_a_reconcile_carry_controller_cluster_namespace_name() -> None:
+    from mcr.log import ContextFilter
+
+    name = unique("logs")
+    records: list[logging.LogRecord] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Capture()
+    handler.addFilter(ContextFilter())
+    user_log = logging.getLogger("user.reconciler")
+    user_log.addHandler(handler)
+    user_log.setLevel(logging.INFO)
+
+    async def reconcile(req: Request) -> None:
+        user_log.info("reconciling")
+
+    ctrl, events = with_channel(name, reconcile)
+    try:
+        async with running(ctrl):
+            events.put_nowait(GenericEvent(cm("obj", ns="team-a"), "east"))
+            await eventually(lambda: records)
+    finally:
+        user_log.removeHandler(handler)
+    (record,) = records
+    fields = record.mcr  # type: ignore[attr-defined]  # set by ContextFilter
+    assert {k: fields[k] for k in ("controller", "cluster", "namespace", "name")} == {
+        "controller": name,
+        "cluster": "east",
+        "namespace": "team-a",
+        "name": "obj",
+    }
+    outside = logging.LogRecord("x", logging.INFO, "", 0, "outside", (), None)
+    ContextFilter().filter(outside)
+    assert outside.cluster == ""  # type: ignore[attr-defined]  # nothing leaks out of the reconcile
