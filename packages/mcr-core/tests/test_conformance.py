@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,10 +14,14 @@ from mcr.errors import ClusterNotFoundError
 from mcr.providers import ClustersProvider
 from mcr.testing import RecordingAware, check_provider, eventually
 
+MADE: list[Cluster] = []
+
 
 @pytest.fixture
-def servers(fleet: Any) -> list[Any]:
-    return list(fleet(2).servers)
+async def servers(fleet: Any) -> AsyncIterator[list[Any]]:
+    yield list(fleet(2).servers)
+    while MADE:  # clusters a broken provider never stopped
+        await MADE.pop().stop()
 
 
 def scripted(provider: ClustersProvider, servers: list[Any]) -> dict[str, Any]:
@@ -24,7 +29,9 @@ def scripted(provider: ClustersProvider, servers: list[Any]) -> dict[str, Any]:
     counter = itertools.count()
 
     def make(name: str) -> Cluster:
-        return Cluster.from_kubeconfig(servers[next(counter) % len(servers)].kubeconfig, name=name)
+        cluster = Cluster.from_kubeconfig(servers[next(counter) % len(servers)].kubeconfig, name=name)
+        MADE.append(cluster)
+        return cluster
 
     async def add() -> str:
         name = f"c{next(counter)}"
@@ -40,6 +47,7 @@ def scripted(provider: ClustersProvider, servers: list[Any]) -> dict[str, Any]:
 async def test_recording_aware_holds_until_cancelled(servers: list[Any]) -> None:
     aware = RecordingAware()
     cluster = Cluster.from_kubeconfig(servers[0].kubeconfig, name="a")
+    MADE.append(cluster)
     task = asyncio.create_task(aware.engage("a", cluster))
     await eventually(lambda: aware.engaged.get("a") is cluster)
     assert not task.done()

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
 from mcr.cluster import Cluster
+from mcr.config import RestConfig
 from mcr.errors import ClusterNotFoundError
 from mcr.multicluster import Provider, ProviderRunnable
 from mcr.providers import ClustersProvider, MultiProvider, NopProvider, SingleProvider
@@ -21,15 +24,24 @@ MakeCluster = Callable[[str], Cluster]
 
 
 @pytest.fixture
-def make_cluster(fleet: Any) -> MakeCluster:
-    """Clusters for a fleet of 3 servers, round-robin; each call builds a new cluster object."""
+async def make_cluster(fleet: Any) -> AsyncIterator[MakeCluster]:
+    """Clusters for a fleet of 3 servers, round-robin; each call builds a new cluster object.
+
+    Every cluster made is stopped at teardown (idempotent), so none leaks a connection even when
+    a provider never took it over.
+    """
     servers = fleet(3).servers
     cycle = itertools.cycle(servers)
+    made: list[Cluster] = []
 
     def make(name: str) -> Cluster:
-        return Cluster.from_kubeconfig(next(cycle).kubeconfig, name=name)
+        cluster = Cluster.from_kubeconfig(next(cycle).kubeconfig, name=name)
+        made.append(cluster)
+        return cluster
 
-    return make
+    yield make
+    for cluster in made:
+        await cluster.stop()
 
 
 @pytest.fixture
@@ -289,3 +301,80 @@ async def test_clusters_started_by_the_caller_are_left_alone(make_cluster: MakeC
         assert cluster.started  # still the caller's to stop
         namespaces = await cluster.api_reader.list("v1/Namespace")
         assert namespaces
+
+
+async def test_clusters_concurrent_changes_stay_consistent(make_cluster: MakeCluster, running: Any) -> None:
+    """Many tasks adding, replacing, removing, reading and indexing at once (upstream's stress test)."""
+    provider = ClustersProvider()
+    aware = RecordingAware()
+    running(provider, aware)
+    rng = random.Random(7)
+    made: list[Cluster] = []
+    indexed: set[str] = set()
+
+    async def worker(seed: int) -> None:
+        local = random.Random(seed)
+        for _ in range(15):
+            name = f"c{local.randrange(6)}"
+            op = local.randrange(5)
+            if op in (0, 1):
+                cluster = make_cluster(name)
+                made.append(cluster)
+                await provider.add_or_replace(name, cluster)
+            elif op == 2:
+                await provider.remove(name)
+            elif op == 3:
+                with contextlib.suppress(ClusterNotFoundError):
+                    await provider.get(name)
+            else:
+                field = f"f{local.randrange(3)}"
+                if field in indexed:
+                    with pytest.raises(ValueError, match="already indexed"):
+                        await provider.index_field("v1/ConfigMap", field, index_extract)
+                else:
+                    indexed.add(field)
+                    await provider.index_field("v1/ConfigMap", field, index_extract)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(worker(rng.randrange(1 << 30)) for _ in range(20)))
+
+    names = provider.names()
+    await eventually(lambda: set(aware.engaged) == set(names), message="engaged set matches the provider")
+    for name in names:
+        assert aware.engaged[name] is await provider.get(name)
+        assert len(aware.active(name)) == 1
+    current = {id(aware.engaged[n]) for n in names}
+    for cluster in made:
+        # Every cluster that is no longer registered was disengaged and stopped (or never started).
+        assert cluster.started == (id(cluster) in current)
+    # Every registered cluster has every index, however the registrations interleaved.
+    for name in names:
+        for field in indexed:
+            await eventually(lambda n=name, f=field: cache_index_probe(aware.engaged[n], f))
+
+
+async def test_unreachable_cluster_is_engaged_and_indexed_once_reachable(
+    fleet: Any, running: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    down, up = fleet(2).servers
+    provider = ClustersProvider()
+    await provider.index_field("v1/ConfigMap", "conformance", index_extract)
+    down.stop()  # keeps its port and state; started again below
+    config = RestConfig.from_kubeconfig(down.kubeconfig).copy(max_retries=0, connect_timeout=1.0)
+    await provider.add("down", Cluster(config, name="down"))
+    await provider.add("up", Cluster.from_kubeconfig(up.kubeconfig, name="up"))
+    aware = RecordingAware()
+    with caplog.at_level(logging.WARNING, logger="mcr.providers"):
+        running(provider, aware)
+        # Neither waits for the other; the unreachable one is engaged too (its aware reports it).
+        await eventually(lambda: set(aware.engaged) == {"down", "up"}, timeout=20)
+        await eventually(
+            lambda: any("indexing cluster 'down' failed" in r.getMessage() for r in caplog.records)
+        )
+    assert await cache_index_probe(aware.engaged["up"], "conformance")
+    down.start()
+    await eventually(
+        lambda: cache_index_probe(aware.engaged["down"], "conformance"),
+        timeout=30,
+        message="index applied once the cluster is reachable",
+    )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mcr.errors import ClusterNotFoundError
+from mcr.kinds import gvk_of
 from mcr.providers._tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -32,12 +33,18 @@ log = logging.getLogger("mcr.providers")
 Extract = Callable[[Any], list[str]]
 
 
+_INDEX_RETRY_INITIAL = 1.0
+_INDEX_RETRY_MAX = 30.0
+
+
 @dataclass(eq=False)
 class _Entry:
     name: str
     cluster: Cluster
     task: asyncio.Task[None] | None = None
-    removed: asyncio.Event = field(default_factory=asyncio.Event)
+    applied: int = 0  # how many of the stored indexes this cluster has (they apply in order)
+    index_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)  # a new index wants applying
 
 
 class Clusters:
@@ -57,7 +64,10 @@ class Clusters:
       starting the cluster or the engagement raises, the error is logged with the cluster's name
       and the cluster is dropped from the set (a provider may add it again later).
     * Field indexes given to :meth:`index_field` are applied to every current cluster and to every
-      cluster added later, before the cluster is engaged.
+      cluster added later, before the cluster is engaged. Applying one needs the cluster's
+      discovery (a request), so it happens in the cluster's own task: if the cluster cannot be
+      reached, it is engaged anyway (the aware reports and retries its own failures) and the
+      indexes are retried with backoff until they are applied.
     """
 
     def __init__(self, *, start_clusters: bool = True) -> None:
@@ -65,8 +75,7 @@ class Clusters:
         self._entries: dict[str, _Entry] = {}
         self._indexes: list[tuple[Any, str, Extract]] = []
         self._aware: Aware | None = None
-        # Serialises membership changes and index registration, so an index registered while a
-        # cluster is being added is applied to it exactly once.
+        # Serialises membership changes; never held across a request to a cluster.
         self._lock = asyncio.Lock()
 
     # -- queries ---------------------------------------------------------------------------------
@@ -157,21 +166,30 @@ class Clusters:
     async def index_field(self, kind: Any, field: str, extract: Extract) -> None:
         """Register a field index on every current cluster and on every cluster added later.
 
-        If applying it to a current cluster raises, the index stays stored for future clusters, the
-        remaining clusters are still indexed, and an ``ExceptionGroup`` naming each failed cluster is
-        raised at the end.
+        Returns once every current cluster has the index. Registering the same field of the same
+        kind twice raises ``ValueError`` (nothing changes). If applying it to some current clusters
+        fails, the index stays registered, the engaged ones among them keep retrying, and an
+        ``ExceptionGroup`` naming each failed cluster is raised.
         """
-        async with self._lock:
-            self._indexes.append((kind, field, extract))
-            errors: list[Exception] = []
-            for entry in list(self._entries.values()):
-                try:
-                    await entry.cluster.index_field(kind, field, extract)
-                except Exception as exc:  # noqa: BLE001 -- reported below, per cluster
-                    exc.add_note(f"while indexing field {field!r} on cluster {entry.name!r}")
-                    errors.append(exc)
-            if errors:
-                raise ExceptionGroup(f"indexing field {field!r} failed on some clusters", errors)
+        key = (_kind_key(kind), field)
+        if any((_kind_key(k), f) == key for k, f, _ in self._indexes):
+            raise ValueError(f"field {field!r} of {kind!r} is already indexed")
+        self._indexes.append((kind, field, extract))
+        entries = list(self._entries.values())
+        for entry in entries:
+            entry.wake.set()
+        results = await asyncio.gather(*(self._apply_indexes(e) for e in entries), return_exceptions=True)
+        errors: list[Exception] = []
+        for entry, result in zip(entries, results, strict=True):
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            if isinstance(result, Exception):
+                result.add_note(f"while indexing field {field!r} on cluster {entry.name!r}")
+                errors.append(result)
+            elif isinstance(result, BaseException):
+                raise result
+        if errors:
+            raise ExceptionGroup(f"indexing field {field!r} failed on some clusters", errors)
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -196,8 +214,6 @@ class Clusters:
     # -- internals -------------------------------------------------------------------------------
 
     async def _add_locked(self, name: str, cluster: Cluster) -> None:
-        for kind, field_name, extract in self._indexes:
-            await cluster.index_field(kind, field_name, extract)
         entry = _Entry(name, cluster)
         self._entries[name] = entry
         if self._aware is not None:
@@ -215,13 +231,50 @@ class Clusters:
             self._engagement(entry, self._aware), name=f"mcr-engage[{entry.name}]"
         )
 
+    async def _apply_indexes(self, entry: _Entry) -> None:
+        """Apply the stored indexes ``entry`` lacks, in order; raises the first failure."""
+        async with entry.index_lock:
+            while entry.applied < len(self._indexes):
+                kind, field_name, extract = self._indexes[entry.applied]
+                await entry.cluster.index_field(kind, field_name, extract)
+                entry.applied += 1
+
+    async def _keep_indexed(self, entry: _Entry, first_pass: asyncio.Event) -> None:
+        """Apply indexes as they are registered, retrying failures with backoff, until cancelled."""
+        delay = _INDEX_RETRY_INITIAL
+        while True:
+            entry.wake.clear()
+            try:
+                await self._apply_indexes(entry)
+            except Exception as exc:  # noqa: BLE001 -- logged and retried
+                log.warning(
+                    "indexing cluster %r failed (%s: %s); retrying in %.0fs",
+                    entry.name,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                first_pass.set()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _INDEX_RETRY_MAX)
+                continue
+            delay = _INDEX_RETRY_INITIAL
+            first_pass.set()
+            await entry.wake.wait()
+
     async def _engagement(self, entry: _Entry, aware: Aware) -> None:
-        """One cluster's engagement: start, engage until cancelled, then stop."""
+        """One cluster's engagement: start, index, engage until cancelled, then stop."""
         started = False
+        keeper: asyncio.Task[None] | None = None
         try:
             if self._start_clusters:
                 await entry.cluster.start()
                 started = True
+            first_pass = asyncio.Event()
+            keeper = asyncio.create_task(
+                self._keep_indexed(entry, first_pass), name=f"mcr-index[{entry.name}]"
+            )
+            await first_pass.wait()
             await aware.engage(entry.name, entry.cluster)
             # The aware finished with the cluster on its own; it stays registered until removed.
             await asyncio.Future()
@@ -232,8 +285,18 @@ class Clusters:
             if self._entries.get(entry.name) is entry:
                 del self._entries[entry.name]
         finally:
+            if keeper is not None:
+                await cancel_and_wait([keeper])
             if started:
                 await _stop_cluster(entry)
+
+
+def _kind_key(kind: Any) -> Any:
+    """A comparable identity of a kind-like (GVK when resolvable, else the value itself)."""
+    try:
+        return gvk_of(kind)
+    except Exception:  # noqa: BLE001 -- unresolvable kinds compare as given
+        return kind
 
 
 async def _stop_cluster(entry: _Entry) -> None:
