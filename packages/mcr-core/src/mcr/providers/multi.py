@@ -83,7 +83,8 @@ class MultiProvider:
         """Add a member; it is started at once if this provider runs.
 
         Raises ``ValueError`` if ``name`` is taken or contains the separator. The stored field
-        indexes are applied to it first; if that raises, it is not added.
+        indexes are registered with it first; if that raises (other than some of its clusters
+        failing, which is logged), it is not added.
         """
         if self.separator in name:
             raise ValueError(f"provider name {name!r} must not contain the separator {self.separator!r}")
@@ -91,7 +92,14 @@ class MultiProvider:
             if name in self._members:
                 raise ValueError(f"a provider named {name!r} is already part of the multi provider")
             for kind, field, extract in self._indexes:
-                await provider.index_field(kind, field, extract)
+                try:
+                    await provider.index_field(kind, field, extract)
+                except ExceptionGroup as group:
+                    # Registered, but some of its clusters could not be indexed yet (unreachable):
+                    # the member retries those itself; adding it must not fail because of them.
+                    log.warning(
+                        "provider %r: indexing field %r failed on some clusters: %s", name, field, group
+                    )
             member = _Member(name, provider)
             self._members[name] = member
             if self._aware is not None:
