@@ -12,7 +12,21 @@
 * cancelling ``start`` disengages everything and propagates the cancellation.
 
 The test supplies how clusters appear, change and vanish for its provider (write a kubeconfig
-file, call ``add``, …) and how to tell that a field index reached a cluster.
+file, call ``add``, …) and how to tell that a field index reached a cluster. A provider
+distribution's test, with the ``fleet`` fixture of mcr-envtest::
+
+    async def test_conformance(fleet, tmp_path):
+        servers = fleet(3).servers
+        provider = MyProvider(...)
+
+        async def add() -> str:          # make a cluster appear; return the name it will get
+            ...
+        async def change(name) -> None:  # e.g. point it at another server
+            ...
+        async def remove(name) -> None:
+            ...
+
+        await check_provider(provider, add_cluster=add, change_cluster=change, remove_cluster=remove)
 """
 
 from __future__ import annotations
