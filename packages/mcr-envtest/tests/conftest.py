@@ -32,3 +32,34 @@ def api_client(apiserver: ServerThread) -> Iterator[client.ApiClient]:
 @pytest.fixture
 def core(api_client: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(api_client)
+
+
+class Raw:
+    """A raw aiohttp session to a server (admin bearer token, TLS verified against its CA)."""
+
+    def __init__(self, srv: Any, token: str | None = None) -> None:
+        import ssl
+
+        import aiohttp
+
+        self.url = srv.url
+        ctx = ssl.create_default_context(cafile=srv.ca_file)
+        headers = {"Authorization": f"Bearer {token or srv.admin_token}"}
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx), headers=headers)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self.session.request(method, self.url + path, **kwargs)
+
+    async def json(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        async with self.request(method, path, **kwargs) as resp:
+            return resp.status, await resp.json(content_type=None)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+@pytest.fixture
+async def raw(apiserver: ServerThread) -> Any:
+    r = Raw(apiserver)
+    yield r
+    await r.close()

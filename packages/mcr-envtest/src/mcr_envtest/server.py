@@ -24,6 +24,7 @@ from aiohttp import web
 
 from . import certs, kubeconfig, persist
 from .auth import Authenticator, Authorizer, UserInfo
+from .external import ExternalControlPlane, assets_dir
 from .faults import Faults
 from .gc import Collector
 from .handlers import Api
@@ -60,6 +61,7 @@ class Server:
         watch_timeout: tuple[float, float] = (1800.0, 3600.0),
         snapshot_interval: float = 5.0,
         name: str = "envtest",
+        use_assets: bool = True,
     ) -> None:
         self.host = host
         self.port = port
@@ -72,6 +74,8 @@ class Server:
         self.watch_timeout = watch_timeout
         self.snapshot_interval = snapshot_interval
         self.name = name
+        self.use_assets = use_assets
+        self._external: ExternalControlPlane | None = None
         self.faults = Faults()
         self.admin_token = secrets.token_urlsafe(24)
         self.authenticator = Authenticator()
@@ -153,6 +157,10 @@ class Server:
         if self.running:
             return
         self.loop = asyncio.get_running_loop()
+        assets = assets_dir() if self.use_assets else None
+        if assets is not None:
+            await self._start_external(assets)
+            return
         if self.store is None:
             self._fresh_state()
         assert self.store is not None
@@ -209,6 +217,18 @@ class Server:
             self._snapshot_task = self.loop.create_task(self._snapshots(), name="mcr-envtest-snapshots")
         self.running = True
 
+    async def _start_external(self, assets: Path) -> None:
+        ext = self._external = self._external or ExternalControlPlane(assets, admin_token=self.admin_token,
+                                                                      port=self.port)
+        ext.check()
+        await ext.start()
+        self.port = ext.port
+        self.ca_file = ext.ca_file
+        self.kubeconfig = kubeconfig.build(server=self.url, ca_pem=Path(ext.ca_file).read_bytes(),
+                                           user="envtest-admin", token=self.admin_token, cluster_name=self.name)
+        kubeconfig.write(self.kubeconfig, self.kubeconfig_path)
+        self.running = True
+
     async def _snapshots(self) -> None:
         last = -1
         while True:
@@ -223,6 +243,9 @@ class Server:
         if not self.running:
             return
         self.running = False
+        if self._external is not None:
+            await self._external.stop()
+            return
         assert self._api is not None
         assert self.store is not None
         self._api.shutting_down = True
