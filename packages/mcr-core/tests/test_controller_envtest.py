@@ -459,3 +459,109 @@ async def test_builder_engages_local_or_provider_clusters_by_default(
         await asyncio.sleep(0.3)
         local_seen = any(r.name == "in-local" for r in seen)
         assert local_seen is (not with_provider)
+
+
+async def test_engaging_a_name_again_replaces_the_old_cluster(fleet: Any, admin: Any) -> None:
+    f = fleet(2)
+    first = Cluster.from_kubeconfig(f.servers[0].kubeconfig, name="site")
+    second = Cluster.from_kubeconfig(f.servers[1].kubeconfig, name="site")
+    await first.start()
+    await second.start()
+    seen: list[tuple[Request, str]] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append((req, req.name))
+
+    ctrl = Controller(unique("replace"), reconcile)
+    ctrl.watch(Kind(CM))
+    runner = asyncio.create_task(ctrl.start())
+    old = asyncio.create_task(ctrl.engage("site", first))
+    new: asyncio.Task[None] | None = None
+    try:
+        await eventually(lambda: ctrl.clusters() == {"site": "synced"}, timeout=10)
+        first_informer = await first.cache.get_informer(CM)
+        new = asyncio.create_task(ctrl.engage("site", second))
+        await asyncio.wait_for(old, 10)  # the replaced engagement returns (no purge, no error)
+        assert first_informer.handler_count == 0
+        await eventually(lambda: ctrl.clusters() == {"site": "synced"}, timeout=10)
+        await admin(f.servers[0]).create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "on-first", "namespace": "default"},
+            }
+        )
+        await admin(f.servers[1]).create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "on-second", "namespace": "default"},
+            }
+        )
+        await eventually(lambda: any(n == "on-second" for _, n in seen), timeout=10)
+        await asyncio.sleep(0.3)
+        assert not any(n == "on-first" for _, n in seen), "the replaced cluster's events no longer arrive"
+    finally:
+        tasks = [t for t in (old, new, runner) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.wait(tasks)
+        await first.stop()
+        await second.stop()
+
+
+async def test_controller_filter_skips_clusters(fleet: Any, admin: Any) -> None:
+    f = fleet(2)
+    clusters = {
+        n: Cluster.from_kubeconfig(s.kubeconfig, name=n)
+        for n, s in zip(["prod-1", "dev-1"], f.servers, strict=True)
+    }
+    for c in clusters.values():
+        await c.start()
+    seen: list[Request] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+
+    ctrl = Controller(unique("filter"), reconcile, cluster_filter=lambda name, c: name.startswith("prod-"))
+    ctrl.watch(Kind(CM))
+    runner = asyncio.create_task(ctrl.start())
+    engagements = [asyncio.create_task(ctrl.engage(n, c)) for n, c in clusters.items()]
+    try:
+        await eventually(lambda: ctrl.clusters() == {"prod-1": "synced", "dev-1": "filtered"}, timeout=10)
+        for s in f.servers:
+            await admin(s).create(
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}}
+            )
+        await eventually(lambda: Request("default", "x", "prod-1") in seen, timeout=10)
+        await asyncio.sleep(0.3)
+        assert Request("default", "x", "dev-1") not in seen
+    finally:
+        for t in (*engagements, runner):
+            t.cancel()
+        await asyncio.wait([*engagements, runner])
+        for c in clusters.values():
+            await c.stop()
+
+
+async def test_controller_added_to_a_running_manager_is_engaged_with_live_clusters(
+    apiserver: Any, admin: Any
+) -> None:
+    mgr = Manager(RestConfig.from_kubeconfig(apiserver.kubeconfig), metrics_bind_address="0")
+    seen: list[Request] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+
+    client = admin(apiserver)
+    await client.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "early", "namespace": "default"}}
+    )
+    async with running(mgr):
+        await eventually(lambda: [c.name for c in mgr.clusters()] == [""], timeout=10)
+        controller_managed_by(mgr).named(unique("late")).for_(CM).complete(reconcile)
+        await eventually(lambda: Request("default", "early", "") in seen, timeout=15)
+        await client.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late", "namespace": "default"}}
+        )
+        await eventually(lambda: Request("default", "late", "") in seen, timeout=15)
