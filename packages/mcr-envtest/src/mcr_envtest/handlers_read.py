@@ -483,6 +483,12 @@ async def _watch(api: Api, ctx: Ctx) -> web.StreamResponse:
     return resp
 
 
+async def _wait_unstalled(faults: Any, watcher: Any, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    """While the stall fault is on, write nothing (the connection stays open)."""
+    while faults.stalled() and not watcher.closed and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+
+
 async def _stream(
     api: Api,
     ctx: Ctx,
@@ -515,7 +521,11 @@ async def _stream(
             pending.append(line)
             sent += 1
         last_rv = ev.rv
+    if cut_after is not None:
+        pending = pending[:cut_after]
+        sent = len(pending)
     if pending:
+        await _wait_unstalled(faults, watcher, loop, deadline)
         await resp.write(b"".join(pending))
     while True:
         if cut_after is not None and sent >= cut_after:
@@ -527,8 +537,7 @@ async def _stream(
         if bookmarks:
             wait = max(0.0, min(wait, next_bookmark - now))
         batch = await watcher.next_batch(wait)
-        while faults.stalled() and not watcher.closed and loop.time() < deadline:
-            await asyncio.sleep(0.05)
+        await _wait_unstalled(faults, watcher, loop, deadline)
         if batch:
             lines = []
             for ev in batch:
