@@ -131,35 +131,54 @@ class RunnableGroup:
         return await stop_tasks(self._tasks, deadline)
 
 
+ABORT_WAIT = 10.0
+"""Seconds to wait for tasks to end after the abort (second) cancellation."""
+
+
+async def _wait(tasks: set[asyncio.Task[Any]], timeout: float | None) -> tuple[set[asyncio.Task[Any]], bool]:
+    """``asyncio.wait`` that keeps waiting if the caller is cancelled; returns (pending, cancelled)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    cancelled = False
+    while True:
+        try:
+            remaining = None if end is None else max(end - time.monotonic(), 0.0)
+            _, pending = await asyncio.wait(tasks, timeout=remaining)
+            return pending, cancelled
+        except asyncio.CancelledError:
+            # asyncio.wait never cancels what it waits for: keep waiting, re-raise afterwards.
+            cancelled = True
+
+
 async def stop_tasks(
     tasks: Iterable[asyncio.Task[Any]] | dict[asyncio.Task[Any], Any], deadline: float | None
 ) -> list[str]:
-    """Cancel ``tasks`` and wait until they end or ``deadline`` passes (then cancel them again).
+    """Cancel ``tasks`` (a drain request) and wait until they end or ``deadline`` passes.
 
-    Returns the names of the tasks still running at the deadline. Those get cancelled repeatedly for
-    up to 5 more seconds so none is left un-awaited; a task that survives even that is reported and
-    left to the event loop's shutdown. The caller's own cancellation is re-raised after the wait.
+    Tasks still running at the deadline are cancelled once more (the abort) and awaited for up to
+    :data:`ABORT_WAIT` seconds; one that survives even that is logged and left to the event loop.
+    Returns the names of the tasks that overran the deadline. A cancellation of the caller does
+    not cut the wait short; it is re-raised afterwards.
     """
     pending = {t for t in list(tasks) if not t.done()}
     for task in pending:
         task.cancel()
     if not pending:
         return []
-    cancelled_meanwhile = False
-    timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-    try:
-        _, pending = await asyncio.wait(pending, timeout=timeout)
-    except asyncio.CancelledError:
-        # asyncio.wait does not cancel what it waits for: keep waiting, re-raise afterwards.
-        cancelled_meanwhile = True
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        _, pending = await asyncio.wait(pending, timeout=remaining)
+    pending, cancelled = await _wait(
+        pending, None if deadline is None else max(deadline - time.monotonic(), 0.0)
+    )
     overran = sorted(t.get_name() for t in pending)
-    abort_deadline = time.monotonic() + 5.0
-    while pending and time.monotonic() < abort_deadline:
+    if pending:
         for task in pending:
             task.cancel()
-        _, pending = await asyncio.wait(pending, timeout=0.1)
-    if cancelled_meanwhile:
+        pending, cancelled_again = await _wait(pending, ABORT_WAIT)
+        cancelled = cancelled or cancelled_again
+        if pending:
+            log.error(
+                "tasks did not end %.0fs after being aborted: %s",
+                ABORT_WAIT,
+                ", ".join(sorted(t.get_name() for t in pending)),
+            )
+    if cancelled:
         raise asyncio.CancelledError
     return overran
