@@ -1,0 +1,51 @@
+"""The public facade: exactly the curated names, each importable from ``mcr``."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import types
+
+import mcr
+
+EXPECTED = {
+    "GVK", "GVR", "LOCAL_CLUSTER", "APIError", "AlreadyExistsError", "Aware", "Builder", "Client",
+    "Cluster", "ClusterInfo", "ClusterName", "ClusterNotFoundError", "ClusterState", "ConfigError",
+    "ConflictError", "Controller", "ForbiddenError", "GoneError", "InvalidError",
+    "LeaderElectionLostError", "MCRError", "Manager", "NoKindMatchError", "NotFoundError", "Provider",
+    "ProviderRunnable", "Reconciler", "Request", "RestConfig", "Result", "TerminalError",
+    "TooManyRequestsError", "TransportError", "UnauthorizedError", "__version__",
+    "controller_managed_by", "current_cluster", "handler", "is_already_exists", "is_conflict",
+    "is_gone", "is_not_found", "load_config", "predicate", "providers", "source",
+}  # fmt: skip
+
+
+def test_exported_names_are_exactly_the_curated_set() -> None:
+    assert set(mcr.__all__) == EXPECTED
+    assert len(mcr.__all__) == len(set(mcr.__all__))
+
+
+def test_every_exported_name_resolves() -> None:
+    for name in mcr.__all__:
+        assert getattr(mcr, name) is not None, name
+
+
+def test_submodules_are_modules() -> None:
+    for name in ("handler", "predicate", "providers", "source"):
+        assert isinstance(getattr(mcr, name), types.ModuleType)
+
+
+def test_version_matches_distribution() -> None:
+    assert mcr.__version__ == importlib.metadata.version("mcr-core")
+
+
+def test_errors_form_one_hierarchy() -> None:
+    for name in ("ClusterNotFoundError", "ConfigError", "NotFoundError", "TerminalError", "TransportError"):
+        assert issubclass(getattr(mcr, name), mcr.MCRError), name
+    assert issubclass(mcr.ClusterNotFoundError, LookupError)
+    assert issubclass(mcr.NotFoundError, mcr.APIError)
+
+
+def test_public_classes_report_the_public_module() -> None:
+    assert mcr.Manager.__module__ == "mcr"
+    assert mcr.Request.__module__ == "mcr"
+    assert repr(mcr.Request("ns", "n", "c")).startswith("Request(")
