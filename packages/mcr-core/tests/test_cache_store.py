@@ -87,3 +87,17 @@ def test_backoff_grows_with_jitter_caps_and_resets() -> None:
     assert all(30.0 <= d <= 60.0 for d in delays[-3:])
     backoff.reset()
     assert backoff.next_delay() <= 1.6
+
+
+def test_key_derived_namespace_index_tracks_inserts_and_deletes_only() -> None:
+    store = Indexer({"app": by_app}, namespace_index=True)
+    store.put("a/x", cm("a", "x", app="web"))
+    store.put("a/x", cm("a", "x", app="db"))  # an update: the namespace bucket is unchanged
+    store.put("node-1", {"metadata": {"name": "node-1", "labels": {}}})
+    assert sorted(store.index_names) == ["app", "namespace"]
+    assert [o["metadata"]["labels"]["app"] for o in store.by_index(NAMESPACE_INDEX, "a")] == ["db"]
+    assert store.index_keys(NAMESPACE_INDEX, "") == {"node-1"}
+    store.pop("a/x")
+    assert store.index_values(NAMESPACE_INDEX) == [""]
+    with pytest.raises(IndexerConflictError):
+        store.add_indexers({NAMESPACE_INDEX: namespace_index_func})

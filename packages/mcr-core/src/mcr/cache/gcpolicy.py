@@ -9,8 +9,9 @@ on its own, so scanning them is wasted work. The default policy therefore
   of 700), and
 * after each informer's initial sync, runs one full collection and then ``gc.freeze()``s the heap:
   the synced objects move to the permanent generation, which collections skip. A frozen object
-  that later becomes unreachable is still freed by reference counting; only garbage *cycles*
-  created before the freeze would stay, and the full collection just before it leaves none.
+  that later becomes unreachable is still freed by reference counting (cached objects are
+  acyclic); only reference *cycles* that die while frozen wait, until the next cache stop
+  (cluster disengagement) unfreezes the heap so the collector can reclaim them.
 
 The thresholds are process-wide: they are set when the first cache using a policy starts and
 restored when the last one stops. Opt out per cache with ``CacheOptions(gc_policy=None)`` or for
@@ -45,21 +46,27 @@ class GCPolicy:
         return cls()
 
     def acquire(self) -> None:
-        """Apply the thresholds (first active user saves the previous ones). Pair with :meth:`release`."""
+        """Apply the thresholds (the first active user saves the previous ones). Pair with :meth:`release`."""
         global _active, _saved
-        if self.thresholds is None:
-            return
         if _active == 0:
             _saved = gc.get_threshold()
         _active += 1
-        gc.set_threshold(*self.thresholds)
+        if self.thresholds is not None:
+            gc.set_threshold(*self.thresholds)
 
     def release(self) -> None:
-        """Undo one :meth:`acquire`; the last release restores the thresholds saved by the first."""
+        """Undo one :meth:`acquire` (a cache stopped).
+
+        Unfreezes the heap, so whatever a stopped cache (or a disengaged cluster) left in
+        reference cycles becomes collectable again; the next sync freezes the survivors. The last
+        release restores the thresholds saved by the first acquire.
+        """
         global _active, _saved
-        if self.thresholds is None or _active == 0:
+        if _active == 0:
             return
         _active -= 1
+        if self.freeze_after_sync:
+            gc.unfreeze()
         if _active == 0 and _saved is not None:
             gc.set_threshold(*_saved)
             _saved = None

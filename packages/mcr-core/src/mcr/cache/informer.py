@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcr.cache.handlers import DeletedFinalStateUnknown, EventHandler, Registration
 from mcr.cache.reflector import Reflector, ReflectorConfig
-from mcr.cache.store import NAMESPACE_INDEX, Indexer, IndexFunc, namespace_index_func
+from mcr.cache.store import NAMESPACE_INDEX, Indexer, IndexFunc
 
 if TYPE_CHECKING:
     from mcr.kinds import GVK, GVR
@@ -82,7 +82,7 @@ class Informer:
             first = scopes[0] if scopes else ScopeSpec()
             scopes = (ScopeSpec(None, first.label_selector, first.field_selector, first.transform),)
         self.scopes: tuple[ScopeSpec, ...] = tuple(scopes)
-        self._store = Indexer({NAMESPACE_INDEX: namespace_index_func})
+        self._store = Indexer(namespace_index=True)
         self._handlers: tuple[Registration, ...] = ()
         self._synced_scopes: set[str | None] = set()
         self._synced = asyncio.Event()

@@ -125,7 +125,7 @@ class Reflector:
                 if need_list:
                     await self._list()
                     need_list = False
-                await self._watch()
+                await self.watch_once()
                 continue
             except GoneError as exc:
                 # The resourceVersion we hold is older than the server's history: start over.
@@ -192,7 +192,7 @@ class Reflector:
         self.lists += 1
 
     # -- watch -------------------------------------------------------------------------------
-    async def _watch(self) -> None:
+    async def watch_once(self) -> None:
         """One watch request from ``resource_version``, supervised for stalls.
 
         Returns when the server ends the stream cleanly; raises on errors, on a stall and on a

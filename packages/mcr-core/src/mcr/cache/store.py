@@ -57,12 +57,19 @@ class Indexer:
     objects to user code copy them first (the cache reader does, unless told not to).
     """
 
-    __slots__ = ("_index_funcs", "_indices", "_items")
+    __slots__ = ("_index_funcs", "_indices", "_items", "_ns_index")
 
-    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
+    def __init__(
+        self, indexers: Mapping[str, IndexFunc] | None = None, *, namespace_index: bool = False
+    ) -> None:
+        """``namespace_index`` maintains :data:`NAMESPACE_INDEX` from the keys: an object's
+        namespace never changes, so updates of existing keys cost nothing there."""
         self._items: dict[str, Obj] = {}
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
+        self._ns_index: dict[str, set[str]] | None = None
+        if namespace_index:
+            self._ns_index = self._indices[NAMESPACE_INDEX] = {}
         if indexers:
             self.add_indexers(indexers)
 
@@ -73,7 +80,7 @@ class Indexer:
         Raises :class:`IndexerConflictError` (and registers none of them) if a name is taken.
         """
         for name in indexers:
-            if name in self._index_funcs:
+            if name in self._indices:
                 raise IndexerConflictError(f"indexer {name!r} already exists")
         for name, fn in indexers.items():
             self._index_funcs[name] = fn
@@ -85,7 +92,7 @@ class Indexer:
 
     @property
     def index_names(self) -> list[str]:
-        return list(self._index_funcs)
+        return list(self._indices)
 
     def by_index(self, index_name: str, value: str) -> list[Obj]:
         """Objects whose ``index_name`` values include ``value``; ``KeyError`` for an unknown index."""
@@ -136,6 +143,13 @@ class Indexer:
         """Store ``obj`` under ``key``; returns the object it replaced (or ``None``)."""
         old = self._items.get(key)
         self._items[key] = obj
+        if old is None and self._ns_index is not None:
+            ns = split_key(key)[0]
+            bucket = self._ns_index.get(ns)
+            if bucket is None:
+                self._ns_index[ns] = {key}
+            else:
+                bucket.add(key)
         if self._index_funcs:
             self._reindex(key, old, obj)
         return old
@@ -143,7 +157,16 @@ class Indexer:
     def pop(self, key: str) -> Obj | None:
         """Remove ``key``; returns the removed object (``None`` if absent)."""
         old = self._items.pop(key, None)
-        if old is not None and self._index_funcs:
+        if old is None:
+            return None
+        if self._ns_index is not None:
+            ns = split_key(key)[0]
+            bucket = self._ns_index.get(ns)
+            if bucket is not None:
+                bucket.discard(key)
+                if not bucket:
+                    del self._ns_index[ns]
+        if self._index_funcs:
             self._reindex(key, old, None)
         return old
 
