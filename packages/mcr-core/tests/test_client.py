@@ -86,16 +86,17 @@ async def test_typed_models(client: Client) -> None:
     obj = V1ConfigMap(metadata=V1ObjectMeta(name="typed", namespace="default"), data={"x": "1"})
     created = await client.create(obj)
     assert isinstance(created, V1ConfigMap)
+    assert created.metadata is not None
     assert created.metadata.uid
     got = await client.get(V1ConfigMap, "typed", namespace="default")
     assert isinstance(got, V1ConfigMap)
     assert got.data == {"x": "1"}
-    got.data["x"] = "2"
+    got.data = {"x": "2"}
     updated = await client.update(got)
     assert isinstance(updated, V1ConfigMap)
-    assert updated.data["x"] == "2"
+    assert updated.data == {"x": "2"}
     items = await client.list(V1ConfigMap, namespace="default")
-    assert [i.metadata.name for i in items if isinstance(i, V1ConfigMap)] == ["typed"]
+    assert [i.metadata.name for i in items if i.metadata is not None] == ["typed"]
     await client.delete(updated)
     with pytest.raises(NotFoundError):
         await client.get(V1ConfigMap, "typed", namespace="default")
@@ -125,6 +126,8 @@ async def test_typed_deployment_and_strategic_patch(client: Client) -> None:
         namespace="default",
     )
     assert isinstance(patched, V1Deployment)
+    assert patched.spec is not None
+    assert patched.spec.template.spec is not None
     images = {c.name: c.image for c in patched.spec.template.spec.containers}
     assert images == {"c": "nginx:2", "d": "busybox"}  # merged by name, not replaced
 
@@ -150,9 +153,11 @@ async def test_typed_apply_and_status_of_a_builtin(client: Client) -> None:
     assert applied.spec.replicas == 1
     status = await client.status.patch(applied, patch={"status": {"replicas": 1, "readyReplicas": 1}})
     assert isinstance(status, V1Deployment)
+    assert status.status is not None
     assert status.status.ready_replicas == 1
     got = await client.status.get(V1Deployment, "typed-apply", namespace="default")
     assert isinstance(got, V1Deployment)
+    assert got.status is not None
     assert got.status.ready_replicas == 1
     scale = await client.subresource("scale").get(V1Deployment, "typed-apply", namespace="default")
     assert scale["kind"] == "Scale"  # a different kind than asked for: returned as a dict

@@ -139,7 +139,9 @@ async def test_in_cluster(apiserver: Any, tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
     token = tmp_path / "token"
     token.write_text(apiserver.admin_token)
+    (tmp_path / "namespace").write_text("team-a\n")
     config = RestConfig.in_cluster(token_path=str(token), ca_path=apiserver.ca_file)
+    assert config.namespace == "team-a"
     assert "default" in await _namespaces(config)
 
 
@@ -187,7 +189,7 @@ PLUGIN = textwrap.dedent(
 def _exec_kubeconfig(apiserver: Any, tmp_path: Path, lifetime: float) -> dict[str, Any]:
     script = tmp_path / "plugin.py"
     script.write_text(PLUGIN)
-    doc = copy.deepcopy(apiserver.kubeconfig)
+    doc: dict[str, Any] = copy.deepcopy(apiserver.kubeconfig)
     doc["users"][0]["user"] = {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1",
@@ -325,7 +327,10 @@ async def test_kubeconfig_env_merges_files(
     (tmp_path / "a").write_text(yaml.safe_dump(first))
     (tmp_path / "b").write_text(yaml.safe_dump(second))
     monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}")
+    first["contexts"][-1]["context"]["namespace"] = "ns-far"
+    (tmp_path / "a").write_text(yaml.safe_dump(first))
     far = load_config()
+    assert far.namespace == "ns-far"
     assert far.host == "https://far.invalid"  # first definition wins; current-context from the first file
     assert far.context == "elsewhere"
     local = load_config(context=apiserver.kubeconfig["current-context"])

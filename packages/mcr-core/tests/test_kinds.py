@@ -86,6 +86,7 @@ def test_to_dict_wire_form_and_back() -> None:
         "data": {"k": "v"},
     }
     back = to_model(k8s.V1ConfigMap, d)
+    assert back.metadata is not None
     assert back.metadata.creation_timestamp == created
     assert back.data == {"k": "v"}
     plain = {"metadata": {"name": "x"}}

@@ -44,7 +44,8 @@ class RestConfig:
     enable a client-side token bucket (off when ``qps`` is ``None``, as controller-runtime
     defaults). ``timeout`` bounds each non-streaming request, ``connect_timeout`` how long an
     unreachable server is tried before :class:`~mcr.errors.TransportError`. ``source`` and
-    ``context`` say where the settings came from, for error messages.
+    ``context`` say where the settings came from, for error messages; ``namespace`` is the
+    context's default namespace (or the pod's namespace in-cluster), if any.
     """
 
     host: str
@@ -63,6 +64,7 @@ class RestConfig:
     user_agent: str = DEFAULT_USER_AGENT
     source: str = "<config>"
     context: str | None = None
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         self.host = self.host.rstrip("/")
@@ -125,11 +127,14 @@ class RestConfig:
         _check_certificates(ca, source="<in-cluster>", context=None, field="ca.crt")
         if ":" in host:
             host = f"[{host}]"
+        ns_path = os.path.join(os.path.dirname(token_path), "namespace")
+        namespace = Path(ns_path).read_text().strip() if os.path.isfile(ns_path) else None
         return cls(
             host=f"https://{host}:{port}",
             ca_data=ca,
             credentials=TokenFile(token_path, period=token_period, source="<in-cluster>", field="token"),
             source="<in-cluster>",
+            namespace=namespace or None,
         )
 
     @classmethod
@@ -426,6 +431,7 @@ def _from_document(
         credentials=creds,
         source=source,
         context=ctx_name,
+        namespace=str(ctx["namespace"]) if ctx.get("namespace") else None,
     )
 
 
