@@ -50,16 +50,11 @@ class QueueShutDown(Exception):
     """Raised by :meth:`WorkQueue.get` once the queue is shut down."""
 
 
-class _Entry:
-    """One queued item; ``valid`` turns false when the item is taken, purged or re-prioritised."""
-
-    __slots__ = ("added_at", "item", "priority", "valid")
-
-    def __init__(self, item: Any, priority: int, added_at: float) -> None:
-        self.item = item
-        self.priority = priority
-        self.added_at = added_at
-        self.valid = True
+# A queued item's bookkeeping is (priority, seq, added_at); its heap entry is (-priority, seq, item).
+# A heap entry is live while the item's bookkeeping carries the same seq: re-prioritising or purging
+# an item just replaces or drops the bookkeeping, and the stale heap entry is skipped when popped.
+# Plain tuples (no per-item object) keep the allocation and GC cost per item low.
+_Info = tuple[int, int, float]
 
 
 class WorkQueue(Generic[T]):
@@ -83,8 +78,8 @@ class WorkQueue(Generic[T]):
         self._cluster_of = cluster_of
         self._clock = clock
         self._seq = 0
-        self._queued: dict[T, _Entry] = {}
-        self._heaps: dict[str, list[tuple[int, int, _Entry]]] = {}
+        self._queued: dict[T, _Info] = {}
+        self._heaps: dict[str, list[tuple[int, int, T]]] = {}
         self._rr: deque[str] = deque()
         self._processing: dict[T, float] = {}
         self._dirty: dict[T, int] = {}
@@ -123,11 +118,10 @@ class WorkQueue(Generic[T]):
             if m is not None:
                 m.adds.inc()
             return
-        entry = self._queued.get(item)
-        if entry is not None:
-            if priority > entry.priority:
-                entry.valid = False
-                self._push(item, priority, entry.added_at)
+        info = self._queued.get(item)
+        if info is not None:
+            if priority > info[0]:
+                self._push(item, priority, info[2])
             return
         self._push(item, priority, self._clock())
         if m is not None:
@@ -234,10 +228,11 @@ class WorkQueue(Generic[T]):
         heap = self._heaps.pop(cluster_name, None)
         if heap is not None:
             self._rr.remove(cluster_name)
-            for _, _, entry in heap:
-                if entry.valid:
-                    entry.valid = False
-                    del self._queued[entry.item]
+            queued = self._queued
+            for _, seq, item in heap:
+                info = queued.get(item)
+                if info is not None and info[1] == seq:
+                    del queued[item]
                     dropped += 1
         of = self._cluster_of
         for item in [item for item in self._waiting if of(item) == cluster_name]:
@@ -300,43 +295,42 @@ class WorkQueue(Generic[T]):
     # --- internals ----------------------------------------------------------------------------
 
     def _push(self, item: T, priority: int, added_at: float) -> None:
-        entry = _Entry(item, priority, added_at)
-        self._queued[item] = entry
+        seq = self._seq = self._seq + 1
+        self._queued[item] = (priority, seq, added_at)
         cluster = self._cluster_of(item)
         heap = self._heaps.get(cluster)
         if heap is None:
             heap = self._heaps[cluster] = []
             self._rr.append(cluster)
-        seq = self._seq = self._seq + 1
-        heappush(heap, (-priority, seq, entry))
+        heappush(heap, (-priority, seq, item))
 
     def _pop(self) -> object:
         rr = self._rr
         heaps = self._heaps
+        queued = self._queued
         while rr:
             cluster = rr.popleft()
             heap = heaps.get(cluster)
             if heap is None:
                 continue  # purged by forget_cluster
-            entry = None
+            found = None
             while heap:
-                candidate = heappop(heap)[2]
-                if candidate.valid:
-                    entry = candidate
+                _, seq, item = heappop(heap)
+                info = queued.get(item)
+                if info is not None and info[1] == seq:
+                    found = info
                     break
             if heap:
                 rr.append(cluster)
             else:
                 del heaps[cluster]
-            if entry is None:
+            if found is None:
                 continue
-            entry.valid = False
-            item = entry.item
-            del self._queued[item]
+            del queued[item]
             now = self._clock()
             self._processing[item] = now
             if self._metrics is not None:
-                self._metrics.queue_duration.observe(now - entry.added_at)
+                self._metrics.queue_duration.observe(now - found[2])
             return item
         return _NOTHING
 
