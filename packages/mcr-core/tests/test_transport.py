@@ -182,3 +182,18 @@ async def test_rate_limit_is_off_by_default(rest_config: RestConfig) -> None:
         assert t._limiter is None
     finally:
         await t.close()
+
+
+async def test_slow_server_times_out_with_a_clear_error(apiserver: Any, transport: Transport) -> None:
+    apiserver.faults.latency(3.0)
+    try:
+        start = time.monotonic()
+        with pytest.raises(TransportError) as err:
+            await transport.request("GET", "/api/v1/namespaces", timeout=0.5)
+        elapsed = time.monotonic() - start
+    finally:
+        apiserver.faults.latency(0)
+    assert elapsed < 2.0  # the request timeout also bounds the retries
+    assert "timed out" in str(err.value)
+    assert "cluster 'test'" in str(err.value)
+    assert "/api/v1/namespaces" in str(err.value)

@@ -208,7 +208,16 @@ class Transport:
         """
         t = self.config.timeout if timeout is None else timeout
         client_timeout = aiohttp.ClientTimeout(total=t, sock_connect=min(t, self.config.connect_timeout))
-        resp = await self._open(method, path, query, body, content_type, headers, client_timeout)
+        resp = await self._open(
+            method,
+            path,
+            query,
+            body,
+            content_type,
+            headers,
+            client_timeout,
+            min(t, self.config.connect_timeout),
+        )
         try:
             data = await resp.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -244,7 +253,12 @@ class Transport:
         content_type: str | None,
         headers: Mapping[str, str] | None,
         client_timeout: aiohttp.ClientTimeout,
+        retry_window: float,
     ) -> aiohttp.ClientResponse:
+        """Send with retries; returns a response with status < 400 whose body is not read yet.
+
+        GET is retried on connection errors while less than ``retry_window`` seconds have passed.
+        """
         await self._get_session()  # fails fast when closed
         url = self.host + path
         creds = self.config.credentials
@@ -290,7 +304,7 @@ class Transport:
                 if (
                     method == "GET"
                     and retries < self.config.max_retries
-                    and elapsed + backoff < self.config.connect_timeout
+                    and elapsed + backoff < retry_window
                     and not isinstance(exc, aiohttp.ClientSSLError)
                 ):
                     retries += 1
@@ -393,7 +407,9 @@ class _Stream:
         client_timeout = aiohttp.ClientTimeout(
             total=self._timeout, sock_connect=t.config.connect_timeout, sock_read=None
         )
-        resp = await t._open("GET", self._path, self._query, None, None, None, client_timeout)
+        resp = await t._open(
+            "GET", self._path, self._query, None, None, None, client_timeout, t.config.connect_timeout
+        )
         self._resp = resp
         t._streams.add(resp)
         return _Lines(t, resp)

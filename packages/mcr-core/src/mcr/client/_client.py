@@ -165,6 +165,8 @@ class Client:
         Raises :class:`~mcr.errors.NotFoundError` if it does not exist.
         """
         if self.reader is not None:
+            if namespace is None:
+                namespace = self._namespace(await self.rest_mapper.resolve(kind), None)
             return self._as(kind, await self.reader.get(kind, name, namespace=namespace))
         m, ns, name, cls = await self._target(kind, name, namespace)
         resp = await self.transport.request("GET", m.path(ns, name))
