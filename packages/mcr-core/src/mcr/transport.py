@@ -27,6 +27,7 @@ from mcr.metrics import (
     REST_CLIENT_RATE_LIMITER_DURATION_SECONDS,
     REST_CLIENT_REQUEST_DURATION_SECONDS,
     REST_CLIENT_REQUEST_RETRIES_TOTAL,
+    REST_CLIENT_REQUEST_SIZE_BYTES,
     REST_CLIENT_REQUESTS_TOTAL,
     REST_CLIENT_RESPONSE_SIZE_BYTES,
 )
@@ -260,6 +261,10 @@ class Transport:
         GET is retried on connection errors while less than ``retry_window`` seconds have passed.
         """
         await self._get_session()  # fails fast when closed
+        if body is not None:
+            REST_CLIENT_REQUEST_SIZE_BYTES.labels(method, self._host_label, self.cluster_name).observe(
+                len(body)
+            )
         url = self.host + path
         creds = self.config.credentials
         started = time.monotonic()
