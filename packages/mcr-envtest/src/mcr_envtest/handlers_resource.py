@@ -11,7 +11,7 @@ import yaml
 from aiohttp import web
 
 from . import apply as applymod
-from . import auth, errors, strategic
+from . import _schema_proto, auth, errors, strategic, validation
 from .handlers import Ctx, json_response
 from .handlers_read import render_object
 from .handlers_write import deep_copy, now_rfc3339
@@ -58,9 +58,19 @@ def _decode(data: bytes, ctype: str) -> Any:
 
 async def _object_body(ctx: Ctx) -> dict[str, Any]:
     ctype = _ctype(ctx)
-    if ctype not in ("application/json", "application/yaml", "text/yaml", "*/*"):
+    if ctype == _schema_proto.PROTOBUF:
+        try:
+            body = _schema_proto.decode_protobuf(await _read_body(ctx))
+        except ValueError as exc:
+            raise errors.StatusError(
+                415, "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{', '.join(BODY_TYPES)} ({exc})",
+            ) from None
+    elif ctype not in ("application/json", "application/yaml", "text/yaml", "*/*"):
         raise errors.unsupported_media_type(ctype, BODY_TYPES)
-    body = _decode(await _read_body(ctx), ctype)
+    else:
+        body = _decode(await _read_body(ctx), ctype)
     if not isinstance(body, dict):
         raise errors.bad_request("the request body must be a JSON object")
     _check_type(ctx, body)
@@ -112,6 +122,36 @@ def _manager(ctx: Ctx) -> str:
         return fm
     ua = ctx.request.headers.get("User-Agent", "")
     return ua.split("/")[0] if ua else "unknown"
+
+
+def _field_validation(ctx: Ctx, info: ResourceInfo, obj: Any) -> list[str]:
+    """Apply ``fieldValidation``: Strict → 400 for unknown fields; Warn → the warning texts to send.
+
+    Without the parameter nothing is checked (keeps the write path lean).
+    """
+    mode = ctx.query.get("fieldValidation", "")
+    if not mode or mode == "Ignore" or not isinstance(obj, dict):
+        if mode not in ("", "Ignore", "Strict", "Warn"):
+            raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: '
+                                     '"Ignore", "Strict", "Warn"')
+        return []
+    if mode not in ("Strict", "Warn"):
+        raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: '
+                                 '"Ignore", "Strict", "Warn"')
+    unknown = validation.unknown_fields(info, obj)
+    if not unknown:
+        return []
+    texts = [f'unknown field "{u.lstrip(".")}"' for u in unknown]
+    if mode == "Strict":
+        raise errors.bad_request(f"{info.kind} in version \"{info.version}\" cannot be handled as a {info.kind}: "
+                                 "strict decoding error: " + ", ".join(texts))
+    return texts
+
+
+def _warn(resp: web.StreamResponse, warnings: list[str]) -> web.StreamResponse:
+    for w in warnings:
+        resp.headers.add("Warning", '299 - "' + w.replace('"', '\\"') + '"')
+    return resp
 
 
 def _storage(api: Api, info: ResourceInfo) -> ResourceInfo:
@@ -166,13 +206,15 @@ async def _create(api: Api, ctx: Ctx) -> web.StreamResponse:
     body = await _object_body(ctx)
     _reject_force(ctx)
     dry = _dry_run(ctx)
+    warnings = _field_validation(ctx, ctx.info, body)
     obj = api.writer.create(_storage(api, ctx.info), body, ctx.namespace, dry_run=dry, manager=_manager(ctx))
-    return render_object(ctx, obj, 201)
+    return _warn(render_object(ctx, obj, 201), warnings)
 
 
 async def _update(api: Api, ctx: Ctx) -> web.StreamResponse:
     body = await _object_body(ctx)
     dry = _dry_run(ctx)
+    warnings = _field_validation(ctx, ctx.info, body)
     obj = api.writer.update(
         _storage(api, ctx.info),
         body,
@@ -182,7 +224,7 @@ async def _update(api: Api, ctx: Ctx) -> web.StreamResponse:
         dry_run=dry,
         manager=_manager(ctx),
     )
-    return render_object(ctx, obj)
+    return _warn(render_object(ctx, obj), warnings)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -235,25 +277,19 @@ async def _patch(api: Api, ctx: Ctx) -> web.StreamResponse:
             new = strategic.strategic_merge(info, base, patch)
     except errors.StatusError:
         raise
-    except (
-        jsonpatch.JsonPatchException,
-        jsonpatch.JsonPointerException,
-        ValueError,
-        TypeError,
-        KeyError,
-    ) as exc:
-        code = 422 if isinstance(exc, jsonpatch.JsonPatchTestFailed) else 422
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
         raise errors.StatusError(
-            code,
-            "Invalid" if code == 422 else "BadRequest",
-            f"the server rejected our request due to an error in our request: {exc}",
+            422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
         ) from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise errors.bad_request(f"the server rejected our request due to an error in our request: {exc}") from None
     if not isinstance(new, dict):
         raise errors.bad_request("the patched object is not a JSON object")
     if not isinstance(new.get("metadata"), dict):
         new["metadata"] = {}
     new["apiVersion"] = info.api_version
     new["kind"] = info.kind
+    warnings = _field_validation(ctx, info, new)
     obj = api.writer.update(
         info,
         new,
@@ -264,7 +300,7 @@ async def _patch(api: Api, ctx: Ctx) -> web.StreamResponse:
         manager=_manager(ctx),
         require_rv=False,
     )
-    return render_object(ctx, obj)
+    return _warn(render_object(ctx, obj), warnings)
 
 
 async def _apply(
