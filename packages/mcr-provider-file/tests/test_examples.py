@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import shutil
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -192,3 +193,36 @@ async def test_copy_configmaps_copies_and_reverts_drift(
     # Deleting the source deletes the copies.
     await local.delete("v1/ConfigMap", "settings", namespace="default")
     await eventually(lambda: copies_are(None, remote), timeout=30, message="copies deleted with the source")
+
+
+async def test_uniform_reconciler_runs_as_a_script_and_stops_on_sigint(fleet: Any, clients: Any) -> None:
+    servers = fleet(2)
+    client = (await clients(servers.servers[1])).client
+    await client.create(configmap("hello", {"k": "v"}))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(EXAMPLES / "uniform_reconciler.py"),
+        "--kubeconfig-dir",
+        str(servers.kubeconfig_dir),
+        "--interval",
+        "0.2",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    expected = f"ConfigMap default/hello in cluster {servers.kubeconfig_paths[1]}+"
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(60):
+            while not any(expected in line for line in lines):
+                line = (await proc.stderr.readline()).decode()
+                assert line, f"the example exited early: {''.join(lines)}"
+                lines.append(line)
+        proc.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):
+            rest = await proc.stderr.read()
+            assert await proc.wait() == 0, rest.decode()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
