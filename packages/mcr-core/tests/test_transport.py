@@ -13,6 +13,7 @@ import pytest
 from mcr.config import RestConfig
 from mcr.errors import NotFoundError, TooManyRequestsError, TransportError
 from mcr.metrics import REGISTRY
+from mcr.testing import eventually
 from mcr.transport import Transport
 
 
@@ -185,7 +186,8 @@ async def test_rate_limit_is_off_by_default(rest_config: RestConfig) -> None:
 
 
 async def test_slow_server_times_out_with_a_clear_error(apiserver: Any, transport: Transport) -> None:
-    apiserver.faults.latency(3.0)
+    apiserver.faults.request_log.clear()
+    apiserver.faults.latency(1.5)
     try:
         start = time.monotonic()
         with pytest.raises(TransportError) as err:
@@ -193,6 +195,8 @@ async def test_slow_server_times_out_with_a_clear_error(apiserver: Any, transpor
         elapsed = time.monotonic() - start
     finally:
         apiserver.faults.latency(0)
+    # let the server finish the abandoned request before it is stopped
+    await eventually(lambda: len(apiserver.faults.request_log) >= 1, timeout=5)
     assert elapsed < 2.0  # the request timeout also bounds the retries
     assert "timed out" in str(err.value)
     assert "cluster 'test'" in str(err.value)
