@@ -4,6 +4,7 @@ per-cluster state, a provider started by the manager."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -159,6 +160,7 @@ async def test_cluster_states_with_a_real_controller(manager: Manager, apiserver
     ).with_options(cache_sync_timeout=2.0).complete(reconcile)
     # A cluster whose server does not answer: its watch cannot sync.
     dead = Cluster(load_config(apiserver.kubeconfig).copy(host="https://127.0.0.1:9"), name="dead")
+    await dead.start()
     task = await _start(manager)
     engagement = asyncio.create_task(manager.engage("dead", dead))
     try:
@@ -176,6 +178,7 @@ async def test_cluster_states_with_a_real_controller(manager: Manager, apiserver
         engagement.cancel()
         await asyncio.gather(engagement, return_exceptions=True)
         await _stop(manager, task)
+        await dead.stop()
 
 
 async def test_manager_starts_a_provider_and_resolves_its_clusters(
@@ -212,3 +215,47 @@ async def test_manager_without_config_has_no_local_cluster() -> None:
         Manager(leader_election=True, leader_election_id="x", metrics_bind_address="0")
     with pytest.raises(TypeError, match="neither a runnable"):
         mgr.add(object())
+
+
+async def test_field_indexer_reaches_the_local_cluster_and_provider_clusters(
+    apiserver: ServerThread, fleet: Callable[..., Any]
+) -> None:
+    remote_server = fleet(1).servers[0]
+    provider = ClustersProvider()  # starts and stops the clusters it is given
+    mgr = Manager(load_config(apiserver.kubeconfig), provider=provider, metrics_bind_address="0")
+
+    def owner(obj: Any) -> list[str]:
+        return [(obj.get("data") or {}).get("owner", "")]
+
+    await mgr.get_field_indexer().index_field("v1/ConfigMap", "data.owner", owner)
+    for srv in (apiserver, remote_server):
+        async with load_config(srv.kubeconfig).transport() as t:
+            for name, who in (("a", "alice"), ("b", "bob")):
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": name},
+                    "data": {"owner": who},
+                }
+                await t.request(
+                    "POST",
+                    "/api/v1/namespaces/default/configmaps",
+                    body=json.dumps(body).encode(),
+                    content_type="application/json",
+                )
+    task = await _start(mgr)
+    try:
+        # A cluster the provider adds after the index was registered gets it too.
+        await provider.add("remote", Cluster(load_config(remote_server.kubeconfig), name="remote"))
+        await eventually(lambda: "remote" in [i.name for i in mgr.clusters()], timeout=10)
+        for name in ("", "remote"):
+            cluster = await mgr.get_cluster(name)
+            found = await eventually(
+                lambda c=cluster: c.cache.list(
+                    "v1/ConfigMap", namespace="default", field_selector="data.owner=bob"
+                ),
+                timeout=10,
+            )
+            assert [o["metadata"]["name"] for o in found] == ["b"], name
+    finally:
+        await _stop(mgr, task)
