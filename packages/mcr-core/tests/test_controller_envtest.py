@@ -565,3 +565,39 @@ async def test_controller_added_to_a_running_manager_is_engaged_with_live_cluste
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late", "namespace": "default"}}
         )
         await eventually(lambda: Request("default", "late", "") in seen, timeout=15)
+
+
+async def test_a_hanging_server_is_bounded_by_the_sync_timeout(fleet: Any, admin: Any) -> None:
+    f = fleet(2)
+    fast = Cluster.from_kubeconfig(f.servers[0].kubeconfig, name="fast")
+    slow = Cluster.from_kubeconfig(f.servers[1].kubeconfig, name="slow")
+    await fast.start()
+    await slow.start()
+    f.servers[1].faults.latency(3.0)  # every request takes six times the sync timeout
+    seen: list[Request] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+
+    ctrl = Controller(unique("hanging"), reconcile, cache_sync_timeout=0.5, engage_retry=(0.2, 0.5))
+    ctrl.watch(Kind(CM))
+    runner = asyncio.create_task(ctrl.start())
+    engagements = [
+        asyncio.create_task(ctrl.engage("slow", slow)),
+        asyncio.create_task(ctrl.engage("fast", fast)),
+    ]
+    try:
+        await eventually(lambda: ctrl.clusters().get("fast") == "synced", timeout=10)
+        await eventually(lambda: ctrl.clusters().get("slow") == "failed", timeout=5)
+        await admin(f.servers[0]).create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}}
+        )
+        await eventually(lambda: Request("default", "x", "fast") in seen, timeout=10)
+        f.servers[1].faults.latency(0.0)  # the server recovers: the watch is retried and syncs
+        await eventually(lambda: ctrl.clusters().get("slow") == "synced", timeout=30)
+    finally:
+        for t in (*engagements, runner):
+            t.cancel()
+        await asyncio.wait([*engagements, runner])
+        await fast.stop()
+        await slow.stop()

@@ -249,9 +249,12 @@ class Controller:
         while True:
             registration: Registration | None = None
             try:
-                registration = await src.start_for_cluster(
-                    eng.name, eng.cluster, self.queue, sync_timeout=self.cache_sync_timeout
-                )
+                # The whole start (discovery, informer creation, sync) is bounded, not just the
+                # sync: an unresponsive API server must not hold this watch for ever.
+                async with asyncio.timeout(self.cache_sync_timeout):
+                    registration = await src.start_for_cluster(
+                        eng.name, eng.cluster, self.queue, sync_timeout=self.cache_sync_timeout
+                    )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001  # any failure of one watch: retry it, keep the others
@@ -261,7 +264,7 @@ class Controller:
                     kind_name(src.kind),
                     eng.name,
                     delay,
-                    exc,
+                    str(exc) or type(exc).__name__,
                     extra={"controller": self.name, "cluster": eng.name},
                 )
                 await asyncio.sleep(delay)
