@@ -79,3 +79,20 @@ def test_extra_plugins_are_listed() -> None:
     assert main(["providers"], out=out, plugins=[Extra()]) == 0
     row = next(line for line in out.getvalue().splitlines() if line.startswith("extra "))
     assert row.split() == ["extra", "-", "-", "an", "embedded", "provider"]
+
+
+def test_broken_distribution_is_reported_and_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = tmp_path / "mcr_provider_broken.py"
+    module.write_text("raise RuntimeError('half-installed')\n")
+    info = tmp_path / "mcr_provider_broken-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mcr-provider-broken\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text("[mcr]\nbroken = mcr_provider_broken\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
+    out = io.StringIO()
+    assert main(["providers"], out=out) == 1
+    assert "mcr-provider-broken 0.0.1" in capsys.readouterr().err
+    assert "nop " in out.getvalue()  # the providers that loaded are still listed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,13 +94,63 @@ def test_duplicate_names_are_refused_naming_both_plugins() -> None:
 def test_entry_points_are_loaded_unless_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
     pm = plugin_manager()
-    loaded = {dist.project_name for _, dist in pm.list_plugin_distinfo()}
+    loaded = {dist for dist, _ in pm.distributions.values()}
     assert "mcr-core" in loaded  # the built-ins come through mcr-core's own entry point
 
     monkeypatch.setenv(DISABLE_AUTOLOAD_ENV, "1")
     pm = plugin_manager()
-    assert pm.list_plugin_distinfo() == []
+    assert pm.distributions == {}
     assert set(load_registry(pm).names()) == BUILTINS  # built-ins are registered anyway
+
+
+def install_distribution(root: Path, name: str, module_source: str) -> None:
+    """Install a one-module distribution declaring an ``mcr`` entry point into ``root``."""
+    module = name.replace("-", "_")
+    (root / f"{module}.py").write_text(module_source)
+    info = root / f"{module}-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.2.3\n")
+    (info / "entry_points.txt").write_text(f"[mcr]\n{name.removeprefix('mcr-provider-')} = {module}\n")
+
+
+def test_third_party_distribution_is_discovered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    install_distribution(
+        tmp_path,
+        "mcr-provider-toy",
+        "from mcr.plugins import hookimpl\n"
+        "from mcr.providers import NopProvider\n\n"
+        "@hookimpl\n"
+        "def mcr_register_providers(register):\n"
+        "    register('toy', NopProvider, description='a toy fleet')\n",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
+    info = load_registry(plugin_manager()).info("toy")
+    assert (info.plugin, info.distribution, info.version, info.description) == (
+        "toy",
+        "mcr-provider-toy",
+        "1.2.3",
+        "a toy fleet",
+    )
+    monkeypatch.setenv(DISABLE_AUTOLOAD_ENV, "1")
+    assert "toy" not in load_registry(plugin_manager())
+
+
+def test_broken_distribution_does_not_break_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    install_distribution(tmp_path, "mcr-provider-broken", "import mcr_no_such_module\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
+    reg = load_registry(plugin_manager())
+    assert set(reg.names()) >= BUILTINS
+    assert isinstance(reg.create("nop"), NopProvider)
+    [error] = reg.load_errors
+    assert "plugin 'broken' (mcr_provider_broken, from mcr-provider-broken 1.2.3) failed to load" in error
+    assert "ModuleNotFoundError" in error
+    assert error in caplog.text
+    with pytest.raises(UnknownProviderError, match="failed to load"):
+        reg.create("broken")
 
 
 def test_registry_is_cached_until_reloaded() -> None:

@@ -1,8 +1,9 @@
 """The ``mcr`` command.
 
 ``mcr providers`` lists the installed providers (name, distribution, version, description);
-``--json`` prints the same as JSON. Exit status 0 on success, 1 when the plugins cannot be loaded
-(the error names the plugin), 2 on usage errors.
+``--json`` prints the same as JSON. Exit status 0 on success; 1 when a plugin failed to load or
+its hook failed (reported on stderr, naming the plugin and distribution; the providers that did
+load are still listed); 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -20,18 +21,21 @@ def _providers(args: argparse.Namespace, out: TextIO, plugins: Iterable[object])
     from mcr.plugins import load_registry, plugin_manager
 
     reg = load_registry(plugin_manager(plugins=plugins))
+    for error in reg.load_errors:
+        print(f"mcr: {error}", file=sys.stderr)
+    status = 1 if reg.load_errors else 0
     rows = [(i.name, i.distribution, i.version, i.description) for i in reg]
     if args.json:
         keys = ("name", "distribution", "version", "description")
         json.dump([dict(zip(keys, row, strict=True)) for row in rows], out, indent=2)
         out.write("\n")
-        return 0
+        return status
     header = ("NAME", "DISTRIBUTION", "VERSION", "DESCRIPTION")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
     for row in [header, *rows]:
         out.write("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)))
         out.write(f"  {row[3]}".rstrip() + "\n")
-    return 0
+    return status
 
 
 def _parser() -> argparse.ArgumentParser:

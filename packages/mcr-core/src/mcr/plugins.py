@@ -9,13 +9,17 @@ A distribution ships providers by declaring an entry point in the group ``mcr`` 
 The built-in providers register through the same hook (entry point ``builtin``). Setting the
 environment variable ``MCR_DISABLE_PLUGIN_AUTOLOAD=1`` turns entry-point loading off; the built-ins
 are registered anyway, and further plugins can be passed to :func:`plugin_manager` explicitly.
+An entry point whose module fails to import is logged and reported (``mcr providers`` exits 1,
+unknown-provider errors mention it); the other providers stay usable.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pluggy
@@ -27,6 +31,8 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "PROJECT",
     "MCRHookSpecs",
+    "PluginLoadError",
+    "PluginManager",
     "RegisterProvider",
     "hookimpl",
     "hookspec",
@@ -38,6 +44,8 @@ __all__ = [
 PROJECT = "mcr"
 ENTRY_POINT_GROUP = "mcr"
 DISABLE_AUTOLOAD_ENV = "MCR_DISABLE_PLUGIN_AUTOLOAD"
+
+log = logging.getLogger("mcr.plugins")
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -66,18 +74,67 @@ def autoload_enabled() -> bool:
     return os.environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() in ("", "0", "false", "no")
 
 
-def plugin_manager(*, autoload: bool | None = None, plugins: Iterable[object] = ()) -> pluggy.PluginManager:
+@dataclass(frozen=True)
+class PluginLoadError:
+    """An entry point of group ``mcr`` whose module could not be imported."""
+
+    name: str
+    value: str
+    distribution: str
+    version: str
+    error: str
+
+    def __str__(self) -> str:
+        return (
+            f"plugin {self.name!r} ({self.value}, from {self.distribution} {self.version}) "
+            f"failed to load: {self.error}"
+        )
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager for project ``mcr``, remembering where each plugin came from.
+
+    ``distributions`` maps ``id(plugin)`` to (distribution, version) for entry-point plugins;
+    ``load_errors`` lists the entry points that failed to import (each also logged): one broken
+    distribution must not take the built-ins and every other provider down with it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT)
+        self.add_hookspecs(MCRHookSpecs)
+        self.distributions: dict[int, tuple[str, str]] = {}
+        self.load_errors: list[PluginLoadError] = []
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> None:
+        """Import and register every plugin of the entry-point ``group`` (blocked names skipped)."""
+        for ep in importlib.metadata.entry_points(group=group):
+            if self.get_plugin(ep.name) is not None or self.is_blocked(ep.name):
+                continue
+            dist = (ep.dist.name, ep.dist.version) if ep.dist is not None else ("-", "-")
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # noqa: BLE001 -- recorded, logged, reported by `mcr providers`
+                failure = PluginLoadError(ep.name, ep.value, *dist, f"{type(exc).__name__}: {exc}")
+                log.warning("%s", failure)
+                self.load_errors.append(failure)
+                continue
+            if self.is_registered(plugin):
+                continue  # the same module declared twice
+            self.register(plugin, name=ep.name)
+            self.distributions[id(plugin)] = dist
+
+
+def plugin_manager(*, autoload: bool | None = None, plugins: Iterable[object] = ()) -> PluginManager:
     """A plugin manager with mcr's hookspecs, the built-ins, entry-point plugins and ``plugins``.
 
-    ``autoload=None`` follows :data:`DISABLE_AUTOLOAD_ENV`. A plugin that fails to import raises
-    here, with the entry point named by pluggy.
+    ``autoload=None`` follows :data:`DISABLE_AUTOLOAD_ENV`. Entry points that fail to import are
+    skipped and listed in ``load_errors``.
     """
     from mcr.providers import builtin
 
-    pm = pluggy.PluginManager(PROJECT)
-    pm.add_hookspecs(MCRHookSpecs)
+    pm = PluginManager()
     if autoload_enabled() if autoload is None else autoload:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        pm.load_entry_points()
     if not pm.is_registered(builtin):
         # Not installed with its entry point metadata, or autoload is off: the built-ins still count.
         pm.register(builtin, name="builtin")
@@ -95,7 +152,11 @@ def load_registry(pm: pluggy.PluginManager | None = None) -> ProviderRegistry:
     """
     pm = pm if pm is not None else plugin_manager()
     dists = {id(plugin): (dist.project_name, dist.version) for plugin, dist in pm.list_plugin_distinfo()}
+    if isinstance(pm, PluginManager):
+        dists.update(pm.distributions)
     reg = ProviderRegistry()
+    if isinstance(pm, PluginManager):
+        reg.load_errors.extend(str(e) for e in pm.load_errors)
     # Hook implementations are called one by one so each registration knows which plugin made it.
     for impl in pm.hook.mcr_register_providers.get_hookimpls():  # in registration order
         plugin_name = impl.plugin_name

@@ -16,13 +16,15 @@ ProviderFactory = Callable[..., Any]
 class UnknownProviderError(MCRError, LookupError):
     """No installed plugin registers a provider of that name; the message lists the ones that exist."""
 
-    def __init__(self, name: str, available: list[str]) -> None:
+    def __init__(self, name: str, available: list[str], load_errors: list[str] | None = None) -> None:
         self.name = name
         self.available = available
+        self.load_errors = list(load_errors or [])
         listed = ", ".join(available) if available else "none"
+        broken = "".join(f"; {e}" for e in self.load_errors)
         super().__init__(
             f"no provider named {name!r} is installed (available: {listed}); "
-            f"install its distribution, e.g. `pip install mcr-provider-{name}`"
+            f"install its distribution, e.g. `pip install mcr-provider-{name}`{broken}"
         )
 
 
@@ -47,6 +49,8 @@ class ProviderRegistry:
 
     def __init__(self) -> None:
         self._infos: dict[str, ProviderInfo] = {}
+        self.load_errors: list[str] = []
+        """Plugins that failed to load, as messages naming the entry point and distribution."""
 
     def add(self, info: ProviderInfo) -> None:
         """Register ``info``; ``ValueError`` if its name is already registered."""
@@ -76,7 +80,7 @@ class ProviderRegistry:
         try:
             return self._infos[name]
         except KeyError:
-            raise UnknownProviderError(name, self.names()) from None
+            raise UnknownProviderError(name, self.names(), self.load_errors) from None
 
     def create(self, name: str, /, **options: Any) -> Any:
         """A new provider of type ``name`` built from ``options`` (passed to its factory)."""
