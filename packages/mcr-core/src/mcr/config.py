@@ -9,15 +9,11 @@ and the field at fault. Credential values never appear in ``repr()``/``str()`` o
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import dataclasses
-import hashlib
 import os
 import ssl
-import tempfile
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from mcr._auth import Credentials, ExecCredentials, NoCredentials, ProviderCredentials, StaticToken, TokenFile
+from mcr._tls import SSL_CONTEXTS
 from mcr.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -205,7 +202,7 @@ class RestConfig:
         issued = await self.credentials.client_certificate()
         if issued is not None:
             cert, key = issued
-        return await _SSL_CACHE.get(
+        return await SSL_CONTEXTS.get(
             self.ca_data, cert, key, self.verify_ssl, source=self.source, context=self.context
         )
 
@@ -462,77 +459,3 @@ def _check_key(data: bytes, *, source: str, context: str | None, field: str) -> 
         raise ConfigError(
             "not an unencrypted PEM private key", source=source, context=context, field=field
         ) from None
-
-
-# --- TLS contexts -----------------------------------------------------------------------------
-
-
-class _SSLContextCache:
-    """One ``SSLContext`` per (CA, client certificate, verify) across all clusters of the process.
-
-    Keys are digests, so the cache does not keep key material alive beyond the contexts.
-    """
-
-    def __init__(self) -> None:
-        self._contexts: dict[str, ssl.SSLContext] = {}
-        self._lock = threading.Lock()
-
-    async def get(
-        self,
-        ca: bytes | None,
-        cert: bytes | None,
-        key: bytes | None,
-        verify: bool,
-        *,
-        source: str,
-        context: str | None,
-    ) -> ssl.SSLContext:
-        h = hashlib.sha256()
-        for part in (ca, cert, key):
-            h.update(b"\0" if part is None else hashlib.sha256(part).digest())
-        h.update(b"1" if verify else b"0")
-        digest = h.hexdigest()
-        with self._lock:
-            found = self._contexts.get(digest)
-        if found is not None:
-            return found
-        ctx = await asyncio.to_thread(_build_ssl_context, ca, cert, key, verify, source, context)
-        with self._lock:
-            return self._contexts.setdefault(digest, ctx)
-
-    def __len__(self) -> int:
-        return len(self._contexts)
-
-
-def _build_ssl_context(
-    ca: bytes | None, cert: bytes | None, key: bytes | None, verify: bool, source: str, context: str | None
-) -> ssl.SSLContext:
-    if ca is not None:
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=ca.decode("ascii", errors="replace"))
-    else:
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-    if not verify:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    if cert is not None and key is not None:
-        # load_cert_chain only reads files: write them to a private directory and remove at once.
-        with tempfile.TemporaryDirectory(prefix="mcr-tls-") as tmp:
-            cert_path = os.path.join(tmp, "tls.crt")
-            key_path = os.path.join(tmp, "tls.key")
-            for path, data in ((cert_path, cert), (key_path, key)):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-            try:
-                ctx.load_cert_chain(cert_path, key_path)
-            except ssl.SSLError:
-                raise ConfigError(
-                    "client certificate and key do not match or cannot be loaded",
-                    source=source,
-                    context=context,
-                    field="client-certificate",
-                ) from None
-    return ctx
-
-
-_SSL_CACHE = _SSLContextCache()
