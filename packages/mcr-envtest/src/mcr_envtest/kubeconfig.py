@@ -56,7 +56,9 @@ def write(config: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write a kubeconfig as YAML (mode 0600, since it holds credentials); returns the path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = p.with_name(p.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         yaml.safe_dump(config, f, sort_keys=False)
+    os.replace(tmp, p)  # readers never see a half-written file
     return p

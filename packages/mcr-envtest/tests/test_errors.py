@@ -1,0 +1,170 @@
+"""Bad input never crashes the server and never half-applies a write; errors are Status objects."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+import pytest
+
+from .conftest import Raw
+
+CM = "/api/v1/namespaces/default/configmaps"
+
+
+def assert_status(body: dict, code: int, reason: str) -> None:
+    assert body["kind"] == "Status" and body["apiVersion"] == "v1" and body["status"] == "Failure"
+    assert (body["code"], body["reason"]) == (code, reason)
+
+
+@pytest.mark.parametrize(
+    ("data", "ctype"),
+    [(b"{not json", "application/json"), (b"a: [unclosed", "application/yaml"), (b"", "application/json"),
+     (b"[1, 2]", "application/json")],
+)
+async def test_malformed_bodies_are_400(raw: Raw, data: bytes, ctype: str) -> None:
+    status, body = await raw.json("POST", CM, data=data, headers={"Content-Type": ctype})
+    assert status == 400
+    assert_status(body, 400, "BadRequest")
+
+
+async def test_yaml_body_is_accepted(raw: Raw) -> None:
+    status, body = await raw.json("POST", CM, data=b"metadata:\n  name: y\ndata:\n  k: v\n",
+                                  headers={"Content-Type": "application/yaml"})
+    assert status == 201 and body["data"] == {"k": "v"}
+
+
+async def test_unknown_resource_and_paths_are_404(raw: Raw) -> None:
+    for path in ("/api/v1/nothings", "/apis/nope.example.com/v1/things", "/api/v1/namespaces/default/configmaps/x/y/z",
+                 "/nothing"):
+        status, body = await raw.json("GET", path)
+        assert status == 404, path
+        assert_status(body, 404, "NotFound")
+
+
+async def test_not_found_details_use_plural(raw: Raw) -> None:
+    status, body = await raw.json("GET", "/apis/apps/v1/namespaces/default/deployments/web")
+    assert_status(body, 404, "NotFound")
+    assert body["message"] == 'deployments.apps "web" not found'
+    assert body["details"] == {"name": "web", "group": "apps", "kind": "deployments"}
+
+
+async def test_invalid_name_is_422_with_causes(raw: Raw) -> None:
+    status, body = await raw.json("POST", CM, json={"metadata": {"name": "Not_Valid"}})
+    assert status == 422
+    assert_status(body, 422, "Invalid")
+    assert body["details"]["kind"] == "ConfigMap"
+    assert body["details"]["causes"][0]["field"] == "metadata.name"
+    status, body = await raw.json("POST", CM, json={"metadata": {}})
+    assert status == 422 and body["details"]["causes"][0]["field"] == "metadata.name"
+
+
+async def test_oversized_body_is_413(raw: Raw) -> None:
+    big = orjson.dumps({"metadata": {"name": "big"}, "data": {"k": "x" * (3 * 1024 * 1024 + 10)}})
+    status, body = await raw.json("POST", CM, data=io.BytesIO(big), headers={"Content-Type": "application/json"})
+    assert status == 413
+    assert body["reason"] == "RequestEntityTooLarge"
+    status, _ = await raw.json("GET", f"{CM}/big")
+    assert status == 404
+
+
+async def test_unsupported_patch_type_is_415(raw: Raw) -> None:
+    await raw.json("POST", CM, json={"metadata": {"name": "p"}})
+    status, body = await raw.json("PATCH", f"{CM}/p", data=b"{}", headers={"Content-Type": "text/plain"})
+    assert status == 415
+    assert_status(body, 415, "UnsupportedMediaType")
+    assert "accepted media types include" in body["message"]
+
+
+async def test_namespace_mismatch_is_400(raw: Raw) -> None:
+    status, body = await raw.json("POST", CM, json={"metadata": {"name": "m", "namespace": "kube-system"}})
+    assert status == 400
+    assert body["message"] == ("the namespace of the provided object does not match the namespace sent on the "
+                               "request")
+
+
+async def test_failed_json_patch_applies_nothing(raw: Raw) -> None:
+    status, cm = await raw.json("POST", CM, json={"metadata": {"name": "j"}, "data": {"a": "1"}})
+    ops = [{"op": "replace", "path": "/data/a", "value": "2"}, {"op": "test", "path": "/data/a", "value": "9"}]
+    status, body = await raw.json("PATCH", f"{CM}/j", data=orjson.dumps(ops),
+                                  headers={"Content-Type": "application/json-patch+json"})
+    assert status == 422
+    status, after = await raw.json("GET", f"{CM}/j")
+    assert after["data"] == {"a": "1"}
+    assert after["metadata"]["resourceVersion"] == cm["metadata"]["resourceVersion"]
+
+
+async def test_not_acceptable_is_406(raw: Raw) -> None:
+    status, body = await raw.json("GET", CM, headers={"Accept": "application/vnd.kubernetes.protobuf"})
+    assert status == 406 and body["reason"] == "NotAcceptable"
+    status, body = await raw.json("GET", CM, headers={"Accept": "application/vnd.kubernetes.protobuf,"
+                                                               "application/json"})
+    assert status == 200
+
+
+async def test_method_not_allowed(raw: Raw) -> None:
+    status, body = await raw.json("PUT", CM, json={})
+    assert status == 405 and body["reason"] == "MethodNotAllowed"
+    status, body = await raw.json("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+    assert status == 405
+
+
+async def test_expired_continue_token_is_410() -> None:
+    from mcr_envtest import ServerThread
+
+    with ServerThread(history_size=2) as srv:
+        r = Raw(srv)
+        try:
+            for i in range(4):
+                await r.json("POST", CM, json={"metadata": {"name": f"c{i}"}})
+            status, page = await r.json("GET", f"{CM}?limit=2")
+            token = page["metadata"]["continue"]
+            assert page["metadata"]["remainingItemCount"] == 2
+            status, page2 = await r.json("GET", f"{CM}?limit=2&continue={token}")
+            assert [i["metadata"]["name"] for i in page2["items"]] == ["c2", "c3"]
+            assert "continue" not in page2["metadata"]
+            for i in range(4, 8):
+                await r.json("POST", CM, json={"metadata": {"name": f"c{i}"}})
+            status, body = await r.json("GET", f"{CM}?limit=2&continue={token}")
+            assert status == 410 and body["reason"] == "Expired"
+            assert body["metadata"]["continue"]
+        finally:
+            await r.close()
+
+
+async def test_paginated_list_is_a_consistent_snapshot(raw: Raw) -> None:
+    for i in range(4):
+        await raw.json("POST", CM, json={"metadata": {"name": f"s{i}"}})
+    status, page = await raw.json("GET", f"{CM}?limit=2")
+    await raw.json("DELETE", f"{CM}/s3")
+    await raw.json("POST", CM, json={"metadata": {"name": "s9"}})
+    status, page2 = await raw.json("GET", f"{CM}?limit=2&continue={page['metadata']['continue']}")
+    assert [i["metadata"]["name"] for i in page2["items"]] == ["s2", "s3"]
+    assert page2["metadata"]["resourceVersion"] == page["metadata"]["resourceVersion"]
+
+
+async def test_bad_query_values(raw: Raw) -> None:
+    for q in ("limit=abc", "labelSelector=a%20in%20(", "resourceVersion=xyz&watch=1", "continue=%%%"):
+        status, body = await raw.json("GET", f"{CM}?{q}")
+        assert status == 400, q
+    status, body = await raw.json("GET", f"{CM}?resourceVersionMatch=Exact")
+    assert status == 422
+    status, body = await raw.json("GET", f"{CM}?sendInitialEvents=true")
+    assert status == 422
+
+
+async def test_too_large_resource_version_is_504(raw: Raw) -> None:
+    status, lst = await raw.json("GET", CM)
+    ahead = int(lst["metadata"]["resourceVersion"]) + 1000
+    status, body = await raw.json("GET", f"{CM}?resourceVersion={ahead}")
+    assert status == 504
+    assert body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+
+async def test_unauthenticated_is_401(apiserver) -> None:  # type: ignore[no-untyped-def]
+    r = Raw(apiserver, token="wrong")
+    try:
+        status, body = await r.json("GET", CM)
+        assert status == 401 and body["reason"] == "Unauthorized"
+    finally:
+        await r.close()
