@@ -14,7 +14,7 @@ import pytest
 
 from mcr.builder import controller_managed_by
 from mcr.config import RestConfig, load_config
-from mcr.manager import LeaderElectionLostError, Manager
+from mcr.manager import LeaderElectionLostError, Manager, RunnableFunc
 from mcr.reconcile import Request
 from mcr.testing import eventually
 from mcr.transport import Transport
@@ -186,10 +186,20 @@ async def test_release_on_cancel_hands_over_at_once(apiserver: ServerThread) -> 
     config = load_config(apiserver.kubeconfig)
     a = _replica(config, "replica-a", release=True)
     b = _replica(config, "replica-b", release=True)
+    everywhere: set[str] = set()
+    for r in (a, b):
+
+        async def run(name: str = r.name) -> None:
+            everywhere.add(name)  # a runnable without leader election runs on every replica
+            await asyncio.get_running_loop().create_future()
+
+        r.manager.add(RunnableFunc(run, need_leader_election=False))
     a.task = asyncio.create_task(a.manager.start(handle_signals=False))
     await eventually(a.manager.elected.is_set, timeout=10)
     b.task = asyncio.create_task(b.manager.start(handle_signals=False))
     try:
+        await eventually(lambda: everywhere == {"replica-a", "replica-b"}, timeout=5)
+        assert not b.manager.elected.is_set()
         await asyncio.sleep(0.5)
         a.task.cancel()  # cancellation: graceful stop, then the lease is released
         stopped = time.monotonic()
