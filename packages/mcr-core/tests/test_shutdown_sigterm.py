@@ -57,7 +57,7 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 
 async def _run_until_sigterm(
-    apiserver: ServerThread, tmp_path: Path, *, grace: float, duration: float
+    apiserver: ServerThread, tmp_path: Path, *, grace: float, duration: float, signals: int = 1
 ) -> tuple[int, str, list[dict[str, Any]], float]:
     script = tmp_path / "manager_main.py"
     script.write_text(SCRIPT)
@@ -93,6 +93,9 @@ async def _run_until_sigterm(
             await asyncio.sleep(0.2)  # let the watch deliver it into the queue
             sent = time.monotonic()
             proc.send_signal(signal.SIGTERM)
+            if signals > 1:
+                await asyncio.sleep(0.5)  # the first signal started the graceful drain
+                proc.send_signal(signal.SIGTERM)
             _, stderr = await asyncio.wait_for(proc.communicate(), timeout=60)
             took = time.monotonic() - sent
         finally:
@@ -139,3 +142,17 @@ async def test_sigterm_past_grace_period_fails_with_an_error(apiserver: ServerTh
     assert ("end", "first") not in names  # cut short after the grace period
     assert ("exit", None) not in names
     assert took < 15  # 1 s grace + abort, not the 60 s reconcile
+
+
+@pytest.mark.slow
+async def test_second_sigterm_aborts_the_drain_and_exits_non_zero(
+    apiserver: ServerThread, tmp_path: Path
+) -> None:
+    code, stderr, events, took = await _run_until_sigterm(
+        apiserver, tmp_path, grace=60, duration=60, signals=2
+    )
+    names = [(e["event"], e.get("name")) for e in events]
+    assert code != 0
+    assert "aborted by a second signal" in stderr, stderr[-2000:]
+    assert ("end", "first") not in names  # the in-flight reconcile was cancelled
+    assert took < 15  # neither the 60 s reconcile nor the 60 s grace period

@@ -5,7 +5,7 @@ from __future__ import annotations
 from mcr.manager.coordinator import BasicCoordinator, Coordinator
 from mcr.manager.engagements import ClusterInfo, ClusterState
 from mcr.manager.leaderelection import LeaderElectionLostError, LeaderElector
-from mcr.manager.manager import Manager, ShutdownTimeoutError
+from mcr.manager.manager import Manager, ShutdownAbortedError, ShutdownTimeoutError
 from mcr.manager.runnables import Runnable, RunnableFunc
 from mcr.manager.scoped import FieldIndexer, ScopedManager
 
@@ -21,6 +21,7 @@ __all__ = [
     "Runnable",
     "RunnableFunc",
     "ScopedManager",
+    "ShutdownAbortedError",
     "ShutdownTimeoutError",
 ]
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from mcr.multicluster import Provider
     from mcr.transport import Transport
 
-__all__ = ["Manager", "ShutdownTimeoutError"]
+__all__ = ["Manager", "ShutdownAbortedError", "ShutdownTimeoutError"]
 
 log = logging.getLogger("mcr.manager")
 
@@ -69,6 +69,10 @@ def refresh_engagement_metrics() -> None:
 
 
 refresh_engagement_metrics()
+
+
+class ShutdownAbortedError(MCRError):
+    """A second SIGTERM/SIGINT cut the graceful shutdown short (in-flight work was cancelled)."""
 
 
 class ShutdownTimeoutError(MCRError):
@@ -291,6 +295,11 @@ class Manager:
         if self._stop_requested is not None:
             self._stop_requested.set()
 
+    def _second_signal(self) -> None:
+        if self._error is None:
+            self._error = ShutdownAbortedError("graceful shutdown aborted by a second signal")
+        self._abort_shutdown()
+
     def _abort_shutdown(self) -> None:
         self._abort = True
         self.stop()
@@ -302,7 +311,8 @@ class Manager:
         """Run everything until :meth:`stop`, cancellation, SIGTERM/SIGINT or a fatal error.
 
         ``handle_signals`` (default: when in the main thread) installs SIGTERM/SIGINT handlers for
-        the run: the first signal shuts down gracefully and ``start`` returns, a second aborts.
+        the run: the first signal shuts down gracefully and ``start`` returns, a second one aborts
+        the shutdown (in-flight work is cancelled) and ``start`` raises :class:`ShutdownAbortedError`.
         Raises :class:`LeaderElectionLostError` when the lease is lost, the error of a runnable
         that failed, or :class:`ShutdownTimeoutError` when the grace period is exceeded; re-raises
         ``CancelledError`` after the shutdown when cancelled. A manager starts once.
@@ -316,7 +326,7 @@ class Manager:
         cancelled = False
         with contextlib.ExitStack() as stack:
             if handle_signals:
-                stack.enter_context(handle_shutdown_signals(self.stop, self._abort_shutdown))
+                stack.enter_context(handle_shutdown_signals(self.stop, self._second_signal))
             try:
                 await self._start_all()
                 await self._stop_requested.wait()
