@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 from kubernetes import client
+
 from mcr.testing import eventually
 
 from .conftest import close_client, sync_client
@@ -17,8 +18,9 @@ CLI = [sys.executable, "-c", "import sys; from mcr_envtest.cli import main; sys.
 
 
 async def _start(*args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(*CLI, *args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
+    return await asyncio.create_subprocess_exec(
+        *CLI, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
 
 
 async def _stop(proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> int:

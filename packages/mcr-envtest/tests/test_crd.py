@@ -10,8 +10,8 @@ import orjson
 import pytest
 from kubernetes.aio import client as aclient
 from kubernetes.aio import config as aconfig
-from mcr.testing import eventually
 
+from mcr.testing import eventually
 from mcr_envtest import ServerThread
 
 from .conftest import Raw
@@ -27,8 +27,9 @@ def cluster_crd() -> dict[str, Any]:
     crd["spec"]["names"] = {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"}
     crd["spec"]["scope"] = "Cluster"
     crd["spec"]["versions"][0]["subresources"] = {}
-    crd["spec"]["versions"][0]["additionalPrinterColumns"] = [{"name": "Size", "type": "integer",
-                                                               "jsonPath": ".spec.size"}]
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"}
+    ]
     return crd
 
 
@@ -43,20 +44,39 @@ async def test_crd_conditions_and_namespaced_crud(custom: Any) -> None:
     objs, ext = custom
     crd = await ext.create_custom_resource_definition(CRD)
     conds = {c.type: (c.status, c.reason) for c in crd.status.conditions}
-    assert conds == {"NamesAccepted": ("True", "NoConflicts"), "Established": ("True", "InitialNamesAccepted")}
-    w = await objs.create_namespaced_custom_object("example.com", "v1", "default", "widgets", {
-        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
-        "spec": {"size": 1}, "status": {"ready": True}})
+    assert conds == {
+        "NamesAccepted": ("True", "NoConflicts"),
+        "Established": ("True", "InitialNamesAccepted"),
+    }
+    w = await objs.create_namespaced_custom_object(
+        "example.com",
+        "v1",
+        "default",
+        "widgets",
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w1"},
+            "spec": {"size": 1},
+            "status": {"ready": True},
+        },
+    )
     assert "status" not in w  # status is dropped on create with a status subresource
     assert w["metadata"]["generation"] == 1
-    w = await objs.patch_namespaced_custom_object("example.com", "v1", "default", "widgets", "w1",
-                                                  {"spec": {"size": 2}, "status": {"ready": True}})
-    assert w["metadata"]["generation"] == 2 and "status" not in w
-    w = await objs.patch_namespaced_custom_object_status("example.com", "v1", "default", "widgets", "w1",
-                                                         {"status": {"ready": True}, "spec": {"size": 9}})
-    assert w["status"] == {"ready": True} and w["spec"] == {"size": 2} and w["metadata"]["generation"] == 2
-    w = await objs.patch_namespaced_custom_object("example.com", "v1", "default", "widgets", "w1",
-                                                  {"metadata": {"labels": {"a": "b"}}})
+    w = await objs.patch_namespaced_custom_object(
+        "example.com", "v1", "default", "widgets", "w1", {"spec": {"size": 2}, "status": {"ready": True}}
+    )
+    assert w["metadata"]["generation"] == 2
+    assert "status" not in w
+    w = await objs.patch_namespaced_custom_object_status(
+        "example.com", "v1", "default", "widgets", "w1", {"status": {"ready": True}, "spec": {"size": 9}}
+    )
+    assert w["status"] == {"ready": True}
+    assert w["spec"] == {"size": 2}
+    assert w["metadata"]["generation"] == 2
+    w = await objs.patch_namespaced_custom_object(
+        "example.com", "v1", "default", "widgets", "w1", {"metadata": {"labels": {"a": "b"}}}
+    )
     assert w["metadata"]["generation"] == 2
     listed = await objs.list_namespaced_custom_object("example.com", "v1", "default", "widgets")
     assert [i["metadata"]["name"] for i in listed["items"]] == ["w1"]
@@ -66,26 +86,43 @@ async def test_crd_conditions_and_namespaced_crud(custom: Any) -> None:
 async def test_cr_rules(apiserver: ServerThread, raw: Raw) -> None:
     status, _ = await raw.json("POST", CRDS, json=CRD)
     assert status == 201
-    status, w = await raw.json("POST", W, json={"apiVersion": "example.com/v1", "kind": "Widget",
-                                                "metadata": {"name": "w"}, "spec": {}})
+    status, w = await raw.json(
+        "POST",
+        W,
+        json={"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {}},
+    )
     assert status == 201
     # strategic merge patch is for built-ins only
-    status, body = await raw.json("PATCH", f"{W}/w", data=b'{"spec":{"a":1}}',
-                                  headers={"Content-Type": "application/strategic-merge-patch+json"})
-    assert status == 415 and body["reason"] == "UnsupportedMediaType"
+    status, body = await raw.json(
+        "PATCH",
+        f"{W}/w",
+        data=b'{"spec":{"a":1}}',
+        headers={"Content-Type": "application/strategic-merge-patch+json"},
+    )
+    assert status == 415
+    assert body["reason"] == "UnsupportedMediaType"
     # a CR update needs a resourceVersion
     del w["metadata"]["resourceVersion"]
     status, body = await raw.json("PUT", f"{W}/w", json=w)
-    assert status == 422 and body["details"]["causes"][0]["field"] == "metadata.resourceVersion"
+    assert status == 422
+    assert body["details"]["causes"][0]["field"] == "metadata.resourceVersion"
 
 
 async def test_cluster_scoped_cr_and_printer_columns(apiserver: ServerThread, raw: Raw) -> None:
     status, _ = await raw.json("POST", CRDS, json=cluster_crd())
     assert status == 201
-    status, g = await raw.json("POST", "/apis/example.com/v1/gadgets",
-                               json={"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"},
-                                     "spec": {"size": 3}})
-    assert status == 201 and "namespace" not in g["metadata"]
+    status, g = await raw.json(
+        "POST",
+        "/apis/example.com/v1/gadgets",
+        json={
+            "apiVersion": "example.com/v1",
+            "kind": "Gadget",
+            "metadata": {"name": "g"},
+            "spec": {"size": 3},
+        },
+    )
+    assert status == 201
+    assert "namespace" not in g["metadata"]
     status, _ = await raw.json("GET", "/apis/example.com/v1/namespaces/default/gadgets")
     assert status == 404
     info = apiserver.call(lambda: apiserver.registry.lookup("example.com", "v1", "gadgets"))
@@ -96,8 +133,9 @@ async def test_cluster_scoped_cr_and_printer_columns(apiserver: ServerThread, ra
 async def test_crd_delete_removes_crs_with_deleted_events(apiserver: ServerThread, raw: Raw) -> None:
     await raw.json("POST", CRDS, json=CRD)
     for i in range(3):
-        await raw.json("POST", W, json={"apiVersion": "example.com/v1", "kind": "Widget",
-                                        "metadata": {"name": f"w{i}"}})
+        await raw.json(
+            "POST", W, json={"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": f"w{i}"}}
+        )
     status, lst = await raw.json("GET", W)
     rv = lst["metadata"]["resourceVersion"]
     types: list[str] = []

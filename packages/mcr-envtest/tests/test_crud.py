@@ -18,7 +18,8 @@ def test_default_namespaces_and_service_accounts(core: Any) -> None:
 
 def test_configmap_lifecycle(core: Any) -> None:
     cm = core.create_namespaced_config_map("default", {"metadata": {"name": "a"}, "data": {"x": "1"}})
-    assert cm.metadata.uid and cm.metadata.creation_timestamp is not None
+    assert cm.metadata.uid
+    assert cm.metadata.creation_timestamp is not None
     rv1 = int(cm.metadata.resource_version)
     cm2 = core.patch_namespaced_config_map("a", "default", {"data": {"x": "2"}})
     assert cm2.data == {"x": "2"}

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+
 from mcr.testing import eventually
 
 from .conftest import Raw
@@ -14,8 +15,13 @@ CM = "/api/v1/namespaces/default/configmaps"
 
 
 def owner_ref(obj: Any, block: bool = False) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "name": obj["metadata"]["name"],
-            "uid": obj["metadata"]["uid"], "blockOwnerDeletion": block}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "blockOwnerDeletion": block,
+    }
 
 
 async def make(raw: Raw, name: str, **meta: Any) -> dict[str, Any]:
@@ -40,7 +46,8 @@ async def test_immediate_delete_returns_success_status(raw: Raw) -> None:
 async def test_preconditions(raw: Raw) -> None:
     await make(raw, "p")
     status, body = await raw.json("DELETE", f"{CM}/p", json={"preconditions": {"uid": "nope"}})
-    assert status == 409 and "Precondition failed: UID in precondition" in body["message"]
+    assert status == 409
+    assert "Precondition failed: UID in precondition" in body["message"]
     status, body = await raw.json("DELETE", f"{CM}/p", json={"preconditions": {"resourceVersion": "1"}})
     assert status == 409
 
@@ -48,14 +55,23 @@ async def test_preconditions(raw: Raw) -> None:
 async def test_finalizers_hold_the_object(raw: Raw) -> None:
     await make(raw, "f", finalizers=["example.com/hold"])
     status, body = await raw.json("DELETE", f"{CM}/f")
-    assert status == 200 and body["metadata"]["deletionTimestamp"]
+    assert status == 200
+    assert body["metadata"]["deletionTimestamp"]
     status, again = await raw.json("DELETE", f"{CM}/f")
     assert again["metadata"]["resourceVersion"] == body["metadata"]["resourceVersion"]
-    status, bad = await raw.json("PATCH", f"{CM}/f", data=b'{"metadata":{"finalizers":["example.com/hold","x/y"]}}',
-                                 headers={"Content-Type": "application/merge-patch+json"})
+    status, _bad = await raw.json(
+        "PATCH",
+        f"{CM}/f",
+        data=b'{"metadata":{"finalizers":["example.com/hold","x/y"]}}',
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
     assert status == 422
-    status, _ = await raw.json("PATCH", f"{CM}/f", data=b'{"metadata":{"finalizers":null}}',
-                               headers={"Content-Type": "application/merge-patch+json"})
+    status, _ = await raw.json(
+        "PATCH",
+        f"{CM}/f",
+        data=b'{"metadata":{"finalizers":null}}',
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
     assert status == 200
     assert not await exists(raw, "f")
 
@@ -76,7 +92,8 @@ async def test_foreground_deletes_dependents_first(raw: Raw) -> None:
     owner = await make(raw, "fg")
     await make(raw, "fgdep", ownerReferences=[owner_ref(owner, block=True)])
     status, body = await raw.json("DELETE", f"{CM}/fg", json={"propagationPolicy": "Foreground"})
-    assert status == 200 and "foregroundDeletion" in body["metadata"]["finalizers"]
+    assert status == 200
+    assert "foregroundDeletion" in body["metadata"]["finalizers"]
 
     async def both_gone() -> bool:
         return not await exists(raw, "fg") and not await exists(raw, "fgdep")
@@ -102,9 +119,11 @@ async def test_namespace_termination(raw: Raw) -> None:
     await raw.json("POST", nscm, json={"metadata": {"name": "held", "finalizers": ["example.com/hold"]}})
     await raw.json("POST", nscm, json={"metadata": {"name": "free"}})
     status, ns = await raw.json("DELETE", "/api/v1/namespaces/doomed")
-    assert status == 200 and ns["status"]["phase"] == "Terminating"
+    assert status == 200
+    assert ns["status"]["phase"] == "Terminating"
     status, body = await raw.json("POST", nscm, json={"metadata": {"name": "late"}})
-    assert status == 403 and body["details"]["causes"][0]["type"] == "NamespaceTerminating"
+    assert status == 403
+    assert body["details"]["causes"][0]["type"] == "NamespaceTerminating"
 
     async def contents_deleted() -> bool:
         s1, _ = await raw.json("GET", f"{nscm}/free")
@@ -114,8 +133,12 @@ async def test_namespace_termination(raw: Raw) -> None:
     await eventually(contents_deleted, timeout=5)
     status, _ = await raw.json("GET", "/api/v1/namespaces/doomed")
     assert status == 200  # the finalizer on "held" keeps the namespace
-    await raw.json("PATCH", f"{nscm}/held", data=b'{"metadata":{"finalizers":null}}',
-                   headers={"Content-Type": "application/merge-patch+json"})
+    await raw.json(
+        "PATCH",
+        f"{nscm}/held",
+        data=b'{"metadata":{"finalizers":null}}',
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
 
     async def ns_gone() -> bool:
         s, _ = await raw.json("GET", "/api/v1/namespaces/doomed")
@@ -144,7 +167,8 @@ async def test_delete_collection_with_selector(raw: Raw) -> None:
 async def test_dry_run_persists_nothing(raw: Raw) -> None:
     status, lst = await raw.json("GET", CM)
     status, obj = await raw.json("POST", f"{CM}?dryRun=All", json={"metadata": {"name": "dry"}})
-    assert status == 201 and obj["metadata"]["name"] == "dry"
+    assert status == 201
+    assert obj["metadata"]["name"] == "dry"
     assert not await exists(raw, "dry")
     status, after = await raw.json("GET", CM)
     assert after["metadata"]["resourceVersion"] == lst["metadata"]["resourceVersion"]

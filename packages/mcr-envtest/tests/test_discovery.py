@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes import client
-from mcr.testing import eventually
 
+from mcr.testing import eventually
 from mcr_envtest import ServerThread
 
 AGG = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
@@ -19,17 +19,34 @@ CRD = {
         "group": "example.com",
         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
         "scope": "Namespaced",
-        "versions": [{"name": "v1", "served": True, "storage": True,
-                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-                      "subresources": {"status": {}}}],
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+                "subresources": {"status": {}},
+            }
+        ],
     },
 }
 
 
 def test_version_has_all_fields(api_client: client.ApiClient) -> None:
     info = client.VersionApi(api_client).get_code()
-    assert info.major == "1" and info.minor == "37"
-    for field in ("git_version", "git_commit", "git_tree_state", "build_date", "go_version", "compiler", "platform"):
+    assert info.major == "1"
+    assert info.minor == "37"
+    for field in (
+        "git_version",
+        "git_commit",
+        "git_tree_state",
+        "build_date",
+        "go_version",
+        "compiler",
+        "platform",
+    ):
         assert getattr(info, field)
 
 
@@ -41,7 +58,13 @@ def test_legacy_discovery(api_client: client.ApiClient) -> None:
     assert names["namespaces"].namespaced is False
     groups = client.ApisApi(api_client).get_api_versions().groups
     by_name = {g.name: g for g in groups}
-    for g in ("apps", "coordination.k8s.io", "events.k8s.io", "rbac.authorization.k8s.io", "apiextensions.k8s.io"):
+    for g in (
+        "apps",
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "rbac.authorization.k8s.io",
+        "apiextensions.k8s.io",
+    ):
         assert g in by_name
     apps = client.AppsV1Api(api_client).get_api_resources()
     assert "deployments/scale" in {r.name for r in apps.resources}
@@ -56,21 +79,26 @@ async def test_aggregated_discovery_etag(raw: Any) -> None:
     assert body["kind"] == "APIGroupDiscoveryList"
     apps = next(i for i in body["items"] if i["metadata"]["name"] == "apps")
     deploy = next(r for r in apps["versions"][0]["resources"] if r["resource"] == "deployments")
-    assert deploy["scope"] == "Namespaced" and deploy["responseKind"]["kind"] == "Deployment"
+    assert deploy["scope"] == "Namespaced"
+    assert deploy["responseKind"]["kind"] == "Deployment"
     async with raw.request("GET", "/apis", headers={"Accept": AGG, "If-None-Match": etag}) as resp:
         assert resp.status == 304
     status, core = await raw.json("GET", "/api", headers={"Accept": AGG})
-    assert status == 200 and core["items"][0]["metadata"]["name"] == ""
+    assert status == 200
+    assert core["items"][0]["metadata"]["name"] == ""
     status, plain = await raw.json("GET", "/api")
-    assert plain["kind"] == "APIVersions" and plain["versions"] == ["v1"]
+    assert plain["kind"] == "APIVersions"
+    assert plain["versions"] == ["v1"]
 
 
 async def test_health_and_openapi(raw: Any) -> None:
     for path in ("/healthz", "/livez", "/readyz"):
         async with raw.request("GET", path) as resp:
-            assert resp.status == 200 and await resp.text() == "ok"
+            assert resp.status == 200
+            assert await resp.text() == "ok"
     status, doc = await raw.json("GET", "/openapi/v3")
-    assert status == 200 and "api/v1" in doc["paths"]
+    assert status == 200
+    assert "api/v1" in doc["paths"]
     status, _ = await raw.json("GET", "/openapi/v3/apis/nope.example/v1")
     assert status == 404
 
@@ -83,7 +111,9 @@ async def test_crd_changes_discovery_at_once(apiserver: ServerThread, raw: Any) 
     assert [r["name"] for r in rl["resources"]] == ["widgets", "widgets/status"]
     status, groups = await raw.json("GET", "/apis")
     assert "example.com" in [g["name"] for g in groups["groups"]]
-    status, _ = await raw.json("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
+    status, _ = await raw.json(
+        "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
+    )
     assert status == 200
 
     async def gone() -> bool:

@@ -13,14 +13,20 @@ CM = "/api/v1/namespaces/default/configmaps"
 
 
 def assert_status(body: dict, code: int, reason: str) -> None:
-    assert body["kind"] == "Status" and body["apiVersion"] == "v1" and body["status"] == "Failure"
+    assert body["kind"] == "Status"
+    assert body["apiVersion"] == "v1"
+    assert body["status"] == "Failure"
     assert (body["code"], body["reason"]) == (code, reason)
 
 
 @pytest.mark.parametrize(
     ("data", "ctype"),
-    [(b"{not json", "application/json"), (b"a: [unclosed", "application/yaml"), (b"", "application/json"),
-     (b"[1, 2]", "application/json")],
+    [
+        (b"{not json", "application/json"),
+        (b"a: [unclosed", "application/yaml"),
+        (b"", "application/json"),
+        (b"[1, 2]", "application/json"),
+    ],
 )
 async def test_malformed_bodies_are_400(raw: Raw, data: bytes, ctype: str) -> None:
     status, body = await raw.json("POST", CM, data=data, headers={"Content-Type": ctype})
@@ -29,21 +35,30 @@ async def test_malformed_bodies_are_400(raw: Raw, data: bytes, ctype: str) -> No
 
 
 async def test_yaml_body_is_accepted(raw: Raw) -> None:
-    status, body = await raw.json("POST", CM, data=b"metadata:\n  name: y\ndata:\n  k: v\n",
-                                  headers={"Content-Type": "application/yaml"})
-    assert status == 201 and body["data"] == {"k": "v"}
+    status, body = await raw.json(
+        "POST",
+        CM,
+        data=b"metadata:\n  name: y\ndata:\n  k: v\n",
+        headers={"Content-Type": "application/yaml"},
+    )
+    assert status == 201
+    assert body["data"] == {"k": "v"}
 
 
 async def test_unknown_resource_and_paths_are_404(raw: Raw) -> None:
-    for path in ("/api/v1/nothings", "/apis/nope.example.com/v1/things", "/api/v1/namespaces/default/configmaps/x/y/z",
-                 "/nothing"):
+    for path in (
+        "/api/v1/nothings",
+        "/apis/nope.example.com/v1/things",
+        "/api/v1/namespaces/default/configmaps/x/y/z",
+        "/nothing",
+    ):
         status, body = await raw.json("GET", path)
         assert status == 404, path
         assert_status(body, 404, "NotFound")
 
 
 async def test_not_found_details_use_plural(raw: Raw) -> None:
-    status, body = await raw.json("GET", "/apis/apps/v1/namespaces/default/deployments/web")
+    _status, body = await raw.json("GET", "/apis/apps/v1/namespaces/default/deployments/web")
     assert_status(body, 404, "NotFound")
     assert body["message"] == 'deployments.apps "web" not found'
     assert body["details"] == {"name": "web", "group": "apps", "kind": "deployments"}
@@ -56,12 +71,15 @@ async def test_invalid_name_is_422_with_causes(raw: Raw) -> None:
     assert body["details"]["kind"] == "ConfigMap"
     assert body["details"]["causes"][0]["field"] == "metadata.name"
     status, body = await raw.json("POST", CM, json={"metadata": {}})
-    assert status == 422 and body["details"]["causes"][0]["field"] == "metadata.name"
+    assert status == 422
+    assert body["details"]["causes"][0]["field"] == "metadata.name"
 
 
 async def test_oversized_body_is_413(raw: Raw) -> None:
     big = orjson.dumps({"metadata": {"name": "big"}, "data": {"k": "x" * (3 * 1024 * 1024 + 10)}})
-    status, body = await raw.json("POST", CM, data=io.BytesIO(big), headers={"Content-Type": "application/json"})
+    status, body = await raw.json(
+        "POST", CM, data=io.BytesIO(big), headers={"Content-Type": "application/json"}
+    )
     assert status == 413
     assert body["reason"] == "RequestEntityTooLarge"
     status, _ = await raw.json("GET", f"{CM}/big")
@@ -79,15 +97,20 @@ async def test_unsupported_patch_type_is_415(raw: Raw) -> None:
 async def test_namespace_mismatch_is_400(raw: Raw) -> None:
     status, body = await raw.json("POST", CM, json={"metadata": {"name": "m", "namespace": "kube-system"}})
     assert status == 400
-    assert body["message"] == ("the namespace of the provided object does not match the namespace sent on the "
-                               "request")
+    assert body["message"] == (
+        "the namespace of the provided object does not match the namespace sent on the request"
+    )
 
 
 async def test_failed_json_patch_applies_nothing(raw: Raw) -> None:
     status, cm = await raw.json("POST", CM, json={"metadata": {"name": "j"}, "data": {"a": "1"}})
-    ops = [{"op": "replace", "path": "/data/a", "value": "2"}, {"op": "test", "path": "/data/a", "value": "9"}]
-    status, body = await raw.json("PATCH", f"{CM}/j", data=orjson.dumps(ops),
-                                  headers={"Content-Type": "application/json-patch+json"})
+    ops = [
+        {"op": "replace", "path": "/data/a", "value": "2"},
+        {"op": "test", "path": "/data/a", "value": "9"},
+    ]
+    status, _body = await raw.json(
+        "PATCH", f"{CM}/j", data=orjson.dumps(ops), headers={"Content-Type": "application/json-patch+json"}
+    )
     assert status == 422
     status, after = await raw.json("GET", f"{CM}/j")
     assert after["data"] == {"a": "1"}
@@ -96,15 +119,18 @@ async def test_failed_json_patch_applies_nothing(raw: Raw) -> None:
 
 async def test_not_acceptable_is_406(raw: Raw) -> None:
     status, body = await raw.json("GET", CM, headers={"Accept": "application/vnd.kubernetes.protobuf"})
-    assert status == 406 and body["reason"] == "NotAcceptable"
-    status, body = await raw.json("GET", CM, headers={"Accept": "application/vnd.kubernetes.protobuf,"
-                                                               "application/json"})
+    assert status == 406
+    assert body["reason"] == "NotAcceptable"
+    status, body = await raw.json(
+        "GET", CM, headers={"Accept": "application/vnd.kubernetes.protobuf,application/json"}
+    )
     assert status == 200
 
 
 async def test_method_not_allowed(raw: Raw) -> None:
     status, body = await raw.json("PUT", CM, json={})
-    assert status == 405 and body["reason"] == "MethodNotAllowed"
+    assert status == 405
+    assert body["reason"] == "MethodNotAllowed"
     status, body = await raw.json("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
     assert status == 405
 
@@ -126,7 +152,8 @@ async def test_expired_continue_token_is_410() -> None:
             for i in range(4, 8):
                 await r.json("POST", CM, json={"metadata": {"name": f"c{i}"}})
             status, body = await r.json("GET", f"{CM}?limit=2&continue={token}")
-            assert status == 410 and body["reason"] == "Expired"
+            assert status == 410
+            assert body["reason"] == "Expired"
             assert body["metadata"]["continue"]
         finally:
             await r.close()
@@ -135,10 +162,10 @@ async def test_expired_continue_token_is_410() -> None:
 async def test_paginated_list_is_a_consistent_snapshot(raw: Raw) -> None:
     for i in range(4):
         await raw.json("POST", CM, json={"metadata": {"name": f"s{i}"}})
-    status, page = await raw.json("GET", f"{CM}?limit=2")
+    _, page = await raw.json("GET", f"{CM}?limit=2")
     await raw.json("DELETE", f"{CM}/s3")
     await raw.json("POST", CM, json={"metadata": {"name": "s9"}})
-    status, page2 = await raw.json("GET", f"{CM}?limit=2&continue={page['metadata']['continue']}")
+    _status, page2 = await raw.json("GET", f"{CM}?limit=2&continue={page['metadata']['continue']}")
     assert [i["metadata"]["name"] for i in page2["items"]] == ["s2", "s3"]
     assert page2["metadata"]["resourceVersion"] == page["metadata"]["resourceVersion"]
 
@@ -147,9 +174,10 @@ async def test_bad_query_values(raw: Raw) -> None:
     for q in ("limit=abc", "labelSelector=a%20in%20(", "resourceVersion=xyz&watch=1", "continue=%%%"):
         status, body = await raw.json("GET", f"{CM}?{q}")
         assert status == 400, q
+        assert body["reason"] == "BadRequest"
     status, body = await raw.json("GET", f"{CM}?resourceVersionMatch=Exact")
     assert status == 422
-    status, body = await raw.json("GET", f"{CM}?sendInitialEvents=true")
+    status, _body = await raw.json("GET", f"{CM}?sendInitialEvents=true")
     assert status == 422
 
 
@@ -165,6 +193,7 @@ async def test_unauthenticated_is_401(apiserver) -> None:  # type: ignore[no-unt
     r = Raw(apiserver, token="wrong")
     try:
         status, body = await r.json("GET", CM)
-        assert status == 401 and body["reason"] == "Unauthorized"
+        assert status == 401
+        assert body["reason"] == "Unauthorized"
     finally:
         await r.close()

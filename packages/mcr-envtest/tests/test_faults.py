@@ -17,12 +17,15 @@ from .test_watch import CM, read_events
 async def test_fail_next_json_and_text(apiserver: ServerThread, raw: Raw) -> None:
     apiserver.faults.fail_next(1, status=429, retry_after=2)
     async with raw.request("GET", CM) as resp:
-        assert resp.status == 429 and resp.headers["Retry-After"] == "2"
+        assert resp.status == 429
+        assert resp.headers["Retry-After"] == "2"
         body = await resp.json()
-        assert body["reason"] == "TooManyRequests" and body["details"]["retryAfterSeconds"] == 2
+        assert body["reason"] == "TooManyRequests"
+        assert body["details"]["retryAfterSeconds"] == 2
     apiserver.faults.fail_next(1, status=429, text=True)
     async with raw.request("GET", CM) as resp:
-        assert resp.status == 429 and resp.content_type == "text/plain"
+        assert resp.status == 429
+        assert resp.content_type == "text/plain"
         assert await resp.text() == "Too many requests, please try again later.\n"
     apiserver.faults.fail_next(2, status=503, methods=("POST",))
     status, _ = await raw.json("GET", CM)
@@ -41,7 +44,7 @@ async def test_close_watches_ends_streams(apiserver: ServerThread, raw: Raw) -> 
 
 
 async def test_stall_then_resume(apiserver: ServerThread, raw: Raw) -> None:
-    status, lst = await raw.json("GET", CM)
+    _status, lst = await raw.json("GET", CM)
     rv = lst["metadata"]["resourceVersion"]
     apiserver.faults.stall_watches(1.0)
     reader = asyncio.create_task(read_events(raw, f"resourceVersion={rv}", until=1, timeout=10))
@@ -61,12 +64,13 @@ async def test_latency(apiserver: ServerThread, raw: Raw) -> None:
 
 
 async def test_compact_forces_410(apiserver: ServerThread, raw: Raw) -> None:
-    status, lst = await raw.json("GET", CM)
+    _status, lst = await raw.json("GET", CM)
     rv = lst["metadata"]["resourceVersion"]
     await raw.json("POST", CM, json={"metadata": {"name": "c"}})
     apiserver.faults.compact()
     events = await read_events(raw, f"resourceVersion={rv}")
-    assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 410
+    assert events[0]["type"] == "ERROR"
+    assert events[0]["object"]["code"] == 410
 
 
 async def test_watch_timeout_caps_watches(apiserver: ServerThread, raw: Raw) -> None:
@@ -101,7 +105,8 @@ async def test_restart_losing_state_expires_old_rvs() -> None:
             status, _ = await r.json("GET", f"{CM}/lost")
             assert status == 404
             events = await read_events(r, f"resourceVersion={old_rv}")
-            assert events[0]["type"] == "ERROR" and events[0]["object"]["reason"] == "Expired"
+            assert events[0]["type"] == "ERROR"
+            assert events[0]["object"]["reason"] == "Expired"
             status, fresh = await r.json("POST", CM, json={"metadata": {"name": "new"}})
             assert int(fresh["metadata"]["resourceVersion"]) > old_rv
         finally:
@@ -113,7 +118,9 @@ async def test_request_log(apiserver: ServerThread, raw: Raw) -> None:
     await raw.json("GET", f"{CM}/missing")
     log = apiserver.faults.requests(path_contains="/configmaps")
     assert [(r.method, r.path, r.query, r.status) for r in log] == [
-        ("GET", CM, "limit=5", 200), ("GET", f"{CM}/missing", "", 404)]
+        ("GET", CM, "limit=5", 200),
+        ("GET", f"{CM}/missing", "", 404),
+    ]
     assert log[0].user == "envtest-admin"
 
 

@@ -21,7 +21,14 @@ from .conftest import Raw, close_client, sync_client
 
 
 def test_public_names() -> None:
-    assert set(mcr_envtest.__all__) == {"Faults", "Fleet", "FleetThread", "LoggedRequest", "Server", "ServerThread"}
+    assert set(mcr_envtest.__all__) == {
+        "Faults",
+        "Fleet",
+        "FleetThread",
+        "LoggedRequest",
+        "Server",
+        "ServerThread",
+    }
     assert Server.__module__ == "mcr_envtest"
 
 
@@ -58,12 +65,21 @@ def test_add_user_is_subject_to_rbac(apiserver: ServerThread) -> None:
         assert exc.value.status == 403
         assert 'User "alice" cannot list resource "configmaps"' in orjson.loads(exc.value.body)["message"]
         rbac = client.RbacAuthorizationV1Api(admin)
-        rbac.create_namespaced_role("default", {"metadata": {"name": "r"}, "rules": [
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]})
-        rbac.create_namespaced_role_binding("default", {"metadata": {"name": "rb"},
-                                                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                                                                    "kind": "Role", "name": "r"},
-                                                        "subjects": [{"kind": "Group", "name": "devs"}]})
+        rbac.create_namespaced_role(
+            "default",
+            {
+                "metadata": {"name": "r"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
+            },
+        )
+        rbac.create_namespaced_role_binding(
+            "default",
+            {
+                "metadata": {"name": "rb"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+                "subjects": [{"kind": "Group", "name": "devs"}],
+            },
+        )
         assert core.list_namespaced_config_map("default").items == []
         with pytest.raises(client.ApiException) as exc:
             core.create_namespaced_config_map("default", {"metadata": {"name": "x"}})
@@ -85,11 +101,15 @@ def test_client_certificate_user(apiserver: ServerThread) -> None:
 
 async def test_fleet_async(tmp_path: Path) -> None:
     async with Fleet(2, kubeconfig_dir=tmp_path) as fleet:
-        assert len(fleet) == 2 and fleet[0].url != fleet[1].url
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster-0.kubeconfig", "cluster-1.kubeconfig"]
+        assert len(fleet) == 2
+        assert fleet[0].url != fleet[1].url
+        assert [p.name for p in fleet.kubeconfig_paths] == ["cluster-0.kubeconfig", "cluster-1.kubeconfig"]
+        assert all(p.parent == tmp_path for p in fleet.kubeconfig_paths)
         r0, r1 = Raw(fleet[0]), Raw(fleet[1])
         try:
-            await r0.json("POST", "/api/v1/namespaces/default/configmaps", json={"metadata": {"name": "only0"}})
+            await r0.json(
+                "POST", "/api/v1/namespaces/default/configmaps", json={"metadata": {"name": "only0"}}
+            )
             s0, _ = await r0.json("GET", "/api/v1/namespaces/default/configmaps/only0")
             s1, _ = await r1.json("GET", "/api/v1/namespaces/default/configmaps/only0")
             assert (s0, s1) == (200, 404)
@@ -130,7 +150,9 @@ def test_state_dir_persists_objects_and_rv(tmp_path: Path) -> None:
             close_client(api)
 
 
-async def test_bad_kubebuilder_assets_gives_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_bad_kubebuilder_assets_gives_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path))
     srv = Server()
     with pytest.raises(AssetsError, match=r"KUBEBUILDER_ASSETS=.*missing executable etcd and kube-apiserver"):

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import orjson
+import pytest
 from kubernetes import client, watch
 
 from mcr_envtest import ServerThread
@@ -16,7 +17,9 @@ from .conftest import Raw, close_client, sync_client
 CM = "/api/v1/namespaces/default/configmaps"
 
 
-async def read_events(raw: Raw, query: str, *, until: int | None = None, timeout: float = 10) -> list[dict[str, Any]]:
+async def read_events(
+    raw: Raw, query: str, *, until: int | None = None, timeout: float = 10
+) -> list[dict[str, Any]]:
     """Read watch events until the stream ends or ``until`` events arrived."""
     events: list[dict[str, Any]] = []
     async with raw.request("GET", f"{CM}?watch=true&{query}") as resp:
@@ -37,15 +40,21 @@ def test_sync_client_watch_resumes_from_resource_version(core: client.CoreV1Api)
     core.delete_namespaced_config_map("w", "default")
     seen = [
         (e["type"], e["object"].metadata.name, e["object"].metadata.resource_version)
-        for e in watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=start,
-                                      timeout_seconds=1)
+        for e in watch.Watch().stream(
+            core.list_namespaced_config_map, "default", resource_version=start, timeout_seconds=1
+        )
     ]
     assert [t for t, _, _ in seen] == ["ADDED", "MODIFIED", "DELETED"]
     rvs = [int(rv) for _, _, rv in seen]
-    assert rvs == sorted(rvs) and len(set(rvs)) == 3
+    assert rvs == sorted(rvs)
+    assert len(set(rvs)) == 3
     # resuming from the middle yields exactly the tail
-    tail = [e["type"] for e in watch.Watch().stream(core.list_namespaced_config_map, "default",
-                                                    resource_version=str(rvs[0]), timeout_seconds=1)]
+    tail = [
+        e["type"]
+        for e in watch.Watch().stream(
+            core.list_namespaced_config_map, "default", resource_version=str(rvs[0]), timeout_seconds=1
+        )
+    ]
     assert tail == ["MODIFIED", "DELETED"]
 
 
@@ -55,7 +64,10 @@ async def test_watch_without_rv_sends_synthetic_added(apiserver: ServerThread, r
         assert status == 201
     events = await read_events(raw, "timeoutSeconds=1")
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
-        ("ADDED", "c0"), ("ADDED", "c1"), ("ADDED", "c2")]
+        ("ADDED", "c0"),
+        ("ADDED", "c1"),
+        ("ADDED", "c2"),
+    ]
     assert all(e["object"]["kind"] == "ConfigMap" and e["object"]["apiVersion"] == "v1" for e in events)
 
 
@@ -63,15 +75,18 @@ async def test_send_initial_events_ends_with_annotated_bookmark(raw: Raw) -> Non
     await raw.json("POST", CM, json={"metadata": {"name": "x"}})
     status, lst = await raw.json("GET", CM)
     events = await read_events(
-        raw, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=",
-        until=2)
+        raw,
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=",
+        until=2,
+    )
     assert events[0]["type"] == "ADDED"
     assert events[1]["type"] == "BOOKMARK"
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
     assert int(events[1]["object"]["metadata"]["resourceVersion"]) >= int(lst["metadata"]["resourceVersion"])
     status, body = await raw.json("GET", f"{CM}?watch=true&sendInitialEvents=true")
     assert status == 422
-    status, body = await raw.json("GET", f"{CM}?watch=true&resourceVersionMatch=NotOlderThan")
+    assert body["reason"] == "Invalid"
+    status, _body = await raw.json("GET", f"{CM}?watch=true&resourceVersionMatch=NotOlderThan")
     assert status == 422
 
 
@@ -79,7 +94,7 @@ async def test_periodic_bookmarks() -> None:
     with ServerThread(bookmark_interval=0.2) as srv:
         r = Raw(srv)
         try:
-            status, lst = await r.json("GET", CM)
+            _status, lst = await r.json("GET", CM)
             rv = lst["metadata"]["resourceVersion"]
             events = await read_events(r, f"resourceVersion={rv}&allowWatchBookmarks=true", until=2)
             assert [e["type"] for e in events] == ["BOOKMARK", "BOOKMARK"]
@@ -97,16 +112,28 @@ async def test_timeout_seconds_ends_stream_cleanly(raw: Raw) -> None:
 
 
 async def test_label_selector_transitions(raw: Raw) -> None:
-    status, lst = await raw.json("GET", CM)
+    _, lst = await raw.json("GET", CM)
     rv = lst["metadata"]["resourceVersion"]
     reader = asyncio.create_task(read_events(raw, f"resourceVersion={rv}&labelSelector=app%3Dweb", until=3))
     await raw.json("POST", CM, json={"metadata": {"name": "t", "labels": {"app": "db"}}})
-    await raw.json("PATCH", f"{CM}/t", data=orjson.dumps({"metadata": {"labels": {"app": "web"}}}),
-                   headers={"Content-Type": "application/merge-patch+json"})
-    await raw.json("PATCH", f"{CM}/t", data=orjson.dumps({"data": {"k": "v"}}),
-                   headers={"Content-Type": "application/merge-patch+json"})
-    status, last = await raw.json("PATCH", f"{CM}/t", data=orjson.dumps({"metadata": {"labels": {"app": "db"}}}),
-                                  headers={"Content-Type": "application/merge-patch+json"})
+    await raw.json(
+        "PATCH",
+        f"{CM}/t",
+        data=orjson.dumps({"metadata": {"labels": {"app": "web"}}}),
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    await raw.json(
+        "PATCH",
+        f"{CM}/t",
+        data=orjson.dumps({"data": {"k": "v"}}),
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    _status, last = await raw.json(
+        "PATCH",
+        f"{CM}/t",
+        data=orjson.dumps({"metadata": {"labels": {"app": "db"}}}),
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
     events = await reader
     assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
     # the DELETED on leaving the selector carries the previous content at the new RV
@@ -119,7 +146,7 @@ async def test_field_selector_on_name(raw: Raw) -> None:
     await raw.json("POST", CM, json={"metadata": {"name": "b"}})
     status, lst = await raw.json("GET", f"{CM}?fieldSelector=metadata.name%3Db")
     assert [i["metadata"]["name"] for i in lst["items"]] == ["b"]
-    status, body = await raw.json("GET", f"{CM}?fieldSelector=spec.nope%3Dx")
+    status, _body = await raw.json("GET", f"{CM}?fieldSelector=spec.nope%3Dx")
     assert status == 400
 
 
@@ -127,12 +154,13 @@ async def test_watch_from_compacted_rv_gets_410_event() -> None:
     with ServerThread(history_size=3) as srv:
         r = Raw(srv)
         try:
-            status, lst = await r.json("GET", CM)
+            _status, lst = await r.json("GET", CM)
             old = lst["metadata"]["resourceVersion"]
             for i in range(6):
                 await r.json("POST", CM, json={"metadata": {"name": f"n{i}"}})
             events = await read_events(r, f"resourceVersion={old}")
-            assert len(events) == 1 and events[0]["type"] == "ERROR"
+            assert len(events) == 1
+            assert events[0]["type"] == "ERROR"
             st = events[0]["object"]
             assert (st["code"], st["reason"], st["kind"]) == (410, "Expired", "Status")
             assert "too old resource version" in st["message"]
@@ -148,12 +176,12 @@ def test_official_client_raises_410_after_retry() -> None:
             old = core.list_namespaced_config_map("default").metadata.resource_version
             for i in range(5):
                 core.create_namespaced_config_map("default", {"metadata": {"name": f"n{i}"}})
-            try:
-                list(watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=old,
-                                          timeout_seconds=2))
-            except client.ApiException as exc:
-                assert exc.status == 410
-            else:
-                raise AssertionError("expected 410 from a compacted resourceVersion")
+            with pytest.raises(client.ApiException) as exc:
+                list(
+                    watch.Watch().stream(
+                        core.list_namespaced_config_map, "default", resource_version=old, timeout_seconds=2
+                    )
+                )
+            assert exc.value.status == 410
         finally:
             close_client(api)

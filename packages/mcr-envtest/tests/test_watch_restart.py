@@ -24,8 +24,12 @@ async def test_resuming_reader_sees_exact_sequence(apiserver: ServerThread, raw:
     async def writer() -> None:
         for i in range(80):
             patch = {"data": {"n": base64.b64encode(str(i).encode()).decode()}}
-            status, obj = await raw.json("PATCH", f"{SEC}/s", data=orjson.dumps(patch),
-                                         headers={"Content-Type": "application/merge-patch+json"})
+            status, obj = await raw.json(
+                "PATCH",
+                f"{SEC}/s",
+                data=orjson.dumps(patch),
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
             assert status == 200
             reference.append(obj["metadata"]["resourceVersion"])
             await asyncio.sleep(0.1)
@@ -43,8 +47,10 @@ async def test_resuming_reader_sees_exact_sequence(apiserver: ServerThread, raw:
         nonlocal restarts
         last = created["metadata"]["resourceVersion"]
         while not (done.is_set() and reference and seen and seen[-1] == reference[-1]):
-            async with raw.request("GET", f"{SEC}?watch=1&resourceVersion={last}&fieldSelector=metadata.name%3Ds"
-                                          "&timeoutSeconds=30") as resp:
+            async with raw.request(
+                "GET",
+                f"{SEC}?watch=1&resourceVersion={last}&fieldSelector=metadata.name%3Ds&timeoutSeconds=30",
+            ) as resp:
                 assert resp.status == 200
                 async for line in resp.content:
                     ev = orjson.loads(line)

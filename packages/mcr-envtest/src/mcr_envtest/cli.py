@@ -18,8 +18,9 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcr-envtest", description="A Kubernetes-compatible API server for tests "
-                                "and local fleets.")
+    p = argparse.ArgumentParser(
+        prog="mcr-envtest", description="A Kubernetes-compatible API server for tests and local fleets."
+    )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run one server")
     s.add_argument("--host", default="127.0.0.1")
@@ -51,8 +52,13 @@ async def _wait_for_signal() -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    srv = Server(host=args.host, port=args.port, https=not args.http, history_size=args.history_size,
-                 state_dir=args.state_dir)
+    srv = Server(
+        host=args.host,
+        port=args.port,
+        https=not args.http,
+        history_size=args.history_size,
+        state_dir=args.state_dir,
+    )
     await srv.start()
     try:
         path = srv.kubeconfig_path
@@ -69,8 +75,9 @@ async def _fleet_up(args: argparse.Namespace) -> int:
     if args.clusters < 1:
         print("mcr-envtest: --clusters must be at least 1", file=sys.stderr)
         return 2
-    fleet = Fleet(args.clusters, kubeconfig_dir=Path(args.dir), state_dir=args.state_dir,
-                  history_size=args.history_size)
+    fleet = Fleet(
+        args.clusters, kubeconfig_dir=Path(args.dir), state_dir=args.state_dir, history_size=args.history_size
+    )
     await fleet.start()
     try:
         for srv, path in zip(fleet.servers, fleet.kubeconfig_paths, strict=True):

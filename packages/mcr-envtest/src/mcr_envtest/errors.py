@@ -150,7 +150,8 @@ def unsupported_media_type(content_type: str, accepted: list[str]) -> StatusErro
     return StatusError(
         415,
         "UnsupportedMediaType",
-        f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}",
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(accepted),
         details={"causes": [{"type": "UnsupportedMediaType", "message": content_type}]}
         if content_type
         else None,

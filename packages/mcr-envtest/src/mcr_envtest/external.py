@@ -51,7 +51,9 @@ class ExternalControlPlane:
     processes (kill after 5 s) and removes the data directory. Both are idempotent.
     """
 
-    def __init__(self, directory: Path, *, admin_token: str, port: int = 0, ready_timeout: float = 60.0) -> None:
+    def __init__(
+        self, directory: Path, *, admin_token: str, port: int = 0, ready_timeout: float = 60.0
+    ) -> None:
         self.directory = directory
         self.admin_token = admin_token
         self.port = port
@@ -78,26 +80,41 @@ class ExternalControlPlane:
         client_port, peer_port = _free_port(), _free_port()
         self.port = self.port or _free_port()
         etcd_proc = await asyncio.create_subprocess_exec(
-            str(etcd), f"--data-dir={work / 'etcd'}", f"--listen-client-urls=http://127.0.0.1:{client_port}",
+            str(etcd),
+            f"--data-dir={work / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{client_port}",
             f"--advertise-client-urls=http://127.0.0.1:{client_port}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer_port}", "--unsafe-no-fsync=true",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync=true",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
         )
         self._procs.append(etcd_proc)
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         sa_key = work / "sa.key"
-        sa_key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                             serialization.NoEncryption()))
+        sa_key.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         tokens = work / "tokens.csv"
         tokens.write_text(f'{self.admin_token},envtest-admin,envtest-admin,"system:masters"\n')
         cert_dir = work / "certs"
         api_proc = await asyncio.create_subprocess_exec(
-            str(apiserver), f"--etcd-servers=http://127.0.0.1:{client_port}", f"--cert-dir={cert_dir}",
-            f"--secure-port={self.port}", "--bind-address=127.0.0.1", f"--token-auth-file={tokens}",
-            "--authorization-mode=RBAC", f"--service-account-key-file={sa_key}",
-            f"--service-account-signing-key-file={sa_key}", "--service-account-issuer=https://envtest.local",
-            "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            str(apiserver),
+            f"--etcd-servers=http://127.0.0.1:{client_port}",
+            f"--cert-dir={cert_dir}",
+            f"--secure-port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--token-auth-file={tokens}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={sa_key}",
+            f"--service-account-signing-key-file={sa_key}",
+            "--service-account-issuer=https://envtest.local",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
         )
         self._procs.append(api_proc)
         self.ca_file = str(cert_dir / "apiserver.crt")
@@ -112,11 +129,15 @@ class ExternalControlPlane:
         while loop.time() < deadline:
             for p in self._procs:
                 if p.returncode is not None:
-                    raise AssetsError(f"{ENV}={self.directory}: a control-plane process exited ({p.returncode})")
+                    raise AssetsError(
+                        f"{ENV}={self.directory}: a control-plane process exited ({p.returncode})"
+                    )
             with contextlib.suppress(OSError):
                 reader, writer = await asyncio.open_connection("127.0.0.1", self.port, ssl=ctx)
-                writer.write(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                             b"Authorization: Bearer " + self.admin_token.encode() + b"\r\n\r\n")
+                writer.write(
+                    b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                    b"Authorization: Bearer " + self.admin_token.encode() + b"\r\n\r\n"
+                )
                 data = await reader.read()
                 writer.close()
                 if b" 200 " in data.split(b"\r\n", 1)[0]:

@@ -228,9 +228,9 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
             objs = store.state_at(info.group, info.plural, ns, list_rv)
         except errors.StatusError:
             raise errors.expired(
-                "The provided continue parameter is too old to display a consistent list result. You can start a "
-                "new list without the continue parameter, or use the continue value from the response to get a "
-                "consistent list result.",
+                "The provided continue parameter is too old to display a consistent list result. You can "
+                "start a new list without the continue parameter, or use the continue value from the "
+                "response to get a consistent list result.",
                 metadata={"continue": encode_continue(-1, start_s)},
             ) from None
         entries = [(o, None) for o in objs]
@@ -242,7 +242,7 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
         if rv and rv != "0":
             await _wait_for_rv(api, _parse_rv(rv))
         list_rv = store.rv
-        entries = list(store.list_entries(info.group, info.plural, ns))  # type: ignore[arg-type]
+        entries = list(store.list_entries(info.group, info.plural, ns))
     matched: list[tuple[dict[str, Any], bytes | None]] = []
     for obj, raw in entries:
         meta = obj["metadata"]
@@ -483,9 +483,11 @@ async def _watch(api: Api, ctx: Ctx) -> web.StreamResponse:
     return resp
 
 
-async def _wait_unstalled(faults: Any, watcher: Any, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+async def _wait_unstalled(
+    faults: Any, watcher: Any, loop: asyncio.AbstractEventLoop, deadline: float
+) -> None:
     """While the stall fault is on, write nothing (the connection stays open)."""
-    while faults.stalled() and not watcher.closed and loop.time() < deadline:
+    while faults.stalled() and not watcher.closed and loop.time() < deadline:  # noqa: ASYNC110 - polls a thread-set flag
         await asyncio.sleep(0.05)
 
 

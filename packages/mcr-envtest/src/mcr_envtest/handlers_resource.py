@@ -10,8 +10,8 @@ import orjson
 import yaml
 from aiohttp import web
 
-from . import apply as applymod
 from . import _schema_proto, auth, errors, strategic, validation
+from . import apply as applymod
 from .handlers import Ctx, json_response
 from .handlers_read import render_object
 from .handlers_write import deep_copy, now_rfc3339
@@ -63,7 +63,8 @@ async def _object_body(ctx: Ctx) -> dict[str, Any]:
             body = _schema_proto.decode_protobuf(await _read_body(ctx))
         except ValueError as exc:
             raise errors.StatusError(
-                415, "UnsupportedMediaType",
+                415,
+                "UnsupportedMediaType",
                 f"the body of the request was in an unknown format - accepted media types include: "
                 f"{', '.join(BODY_TYPES)} ({exc})",
             ) from None
@@ -119,7 +120,7 @@ def _manager(ctx: Ctx) -> str:
                     }
                 ],
             )
-        return fm
+        return str(fm)
     ua = ctx.request.headers.get("User-Agent", "")
     return ua.split("/")[0] if ua else "unknown"
 
@@ -132,19 +133,23 @@ def _field_validation(ctx: Ctx, info: ResourceInfo, obj: Any) -> list[str]:
     mode = ctx.query.get("fieldValidation", "")
     if not mode or mode == "Ignore" or not isinstance(obj, dict):
         if mode not in ("", "Ignore", "Strict", "Warn"):
-            raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: '
-                                     '"Ignore", "Strict", "Warn"')
+            raise errors.bad_request(
+                f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Strict", "Warn"'
+            )
         return []
     if mode not in ("Strict", "Warn"):
-        raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: '
-                                 '"Ignore", "Strict", "Warn"')
+        raise errors.bad_request(
+            f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Strict", "Warn"'
+        )
     unknown = validation.unknown_fields(info, obj)
     if not unknown:
         return []
     texts = [f'unknown field "{u.lstrip(".")}"' for u in unknown]
     if mode == "Strict":
-        raise errors.bad_request(f"{info.kind} in version \"{info.version}\" cannot be handled as a {info.kind}: "
-                                 "strict decoding error: " + ", ".join(texts))
+        raise errors.bad_request(
+            f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
+            "strict decoding error: " + ", ".join(texts)
+        )
     return texts
 
 
@@ -282,7 +287,9 @@ async def _patch(api: Api, ctx: Ctx) -> web.StreamResponse:
             422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
         ) from None
     except (ValueError, TypeError, KeyError) as exc:
-        raise errors.bad_request(f"the server rejected our request due to an error in our request: {exc}") from None
+        raise errors.bad_request(
+            f"the server rejected our request due to an error in our request: {exc}"
+        ) from None
     if not isinstance(new, dict):
         raise errors.bad_request("the patched object is not a JSON object")
     if not isinstance(new.get("metadata"), dict):

@@ -218,14 +218,20 @@ class Server:
         self.running = True
 
     async def _start_external(self, assets: Path) -> None:
-        ext = self._external = self._external or ExternalControlPlane(assets, admin_token=self.admin_token,
-                                                                      port=self.port)
+        ext = self._external = self._external or ExternalControlPlane(
+            assets, admin_token=self.admin_token, port=self.port
+        )
         ext.check()
         await ext.start()
         self.port = ext.port
         self.ca_file = ext.ca_file
-        self.kubeconfig = kubeconfig.build(server=self.url, ca_pem=Path(ext.ca_file).read_bytes(),
-                                           user="envtest-admin", token=self.admin_token, cluster_name=self.name)
+        self.kubeconfig = kubeconfig.build(
+            server=self.url,
+            ca_pem=await asyncio.to_thread(Path(ext.ca_file).read_bytes),
+            user="envtest-admin",
+            token=self.admin_token,
+            cluster_name=self.name,
+        )
         kubeconfig.write(self.kubeconfig, self.kubeconfig_path)
         self.running = True
 

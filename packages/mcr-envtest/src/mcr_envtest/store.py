@@ -301,7 +301,7 @@ class Store:
             if deps is not None:
                 deps.discard(key)
                 if not deps:
-                    del self._dependents[ouid]  # type: ignore[arg-type]
+                    del self._dependents[ouid]
 
     def _emit(self, ev: Event) -> None:
         h = self._history
