@@ -298,6 +298,9 @@ class Api:
                 return None
             group, version, rest = segs[1], segs[2], segs[3:]
         namespace = ""
+        legacy_watch = rest[0] == "watch" and len(rest) > 1  # deprecated /watch/ path prefix
+        if legacy_watch:
+            rest = rest[1:]
         if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
             namespace = rest[1]
             rest = rest[2:]
@@ -324,7 +327,9 @@ class Api:
         q = request.query
         collection = not name
         if method in ("GET", "HEAD"):
-            if collection:
+            if legacy_watch:
+                verb = "watch"
+            elif collection:
                 verb = "watch" if q.get("watch", "") in ("1", "true", "True") else "list"
             else:
                 verb = "get"

@@ -133,11 +133,15 @@ async def _get(api: Api, ctx: Ctx) -> web.StreamResponse:
 
 def _selector(ctx: Ctx) -> Selector:
     q = ctx.query
-    return Selector(
-        ctx.namespace or None,
-        parse_label_selector(q.get("labelSelector")),
-        parse_field_selector(q.get("fieldSelector"), ctx.info),
-    )
+    fields = parse_field_selector(q.get("fieldSelector"), ctx.info)
+    if ctx.name:  # a watch on one object (the legacy /watch/.../<name> path)
+        name = ctx.name
+        by_fields = fields
+
+        def fields(obj: dict[str, Any]) -> bool:
+            return obj["metadata"].get("name") == name and (by_fields is None or by_fields(obj))
+
+    return Selector(ctx.namespace or None, parse_label_selector(q.get("labelSelector")), fields)
 
 
 async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
