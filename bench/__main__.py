@@ -1,8 +1,8 @@
 """``python -m bench [name ...] [--option ...]``: run the named benchmark packages (all by default).
 
-Every sub-package of ``bench`` that exposes ``main(argv)`` is a benchmark; options (arguments
-starting with ``-``) are passed to each one. Exits non-zero when any benchmark fails or a name is
-unknown.
+Every sub-package of ``bench`` that exposes ``main(argv)`` is a benchmark; the names come first,
+and everything from the first argument starting with ``-`` on is passed to each one. Exits
+non-zero when any benchmark fails or a name is unknown.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ def available() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    names = [a for a in args if not a.startswith("-")]
-    options = [a for a in args if a.startswith("-")]
+    first_option = next((i for i, a in enumerate(args) if a.startswith("-")), len(args))
+    names, options = args[:first_option], args[first_option:]
     known = available()
     unknown = [n for n in names if n not in known]
     if unknown:
