@@ -14,7 +14,7 @@ import pytest
 
 from mcr.builder import controller_managed_by
 from mcr.config import RestConfig, load_config
-from mcr.manager import LeaderElectionLostError, Manager, RunnableFunc
+from mcr.manager import ClusterState, LeaderElectionLostError, Manager, RunnableFunc
 from mcr.reconcile import Request
 from mcr.testing import eventually
 from mcr.transport import Transport
@@ -200,6 +200,8 @@ async def test_release_on_cancel_hands_over_at_once(apiserver: ServerThread) -> 
     try:
         await eventually(lambda: everywhere == {"replica-a", "replica-b"}, timeout=5)
         assert not b.manager.elected.is_set()
+        # The standby's controllers wait for leadership: its local cluster counts as pending.
+        assert [(i.name, i.state) for i in b.manager.clusters()] == [("", ClusterState.PENDING)]
         await asyncio.sleep(0.5)
         a.task.cancel()  # cancellation: graceful stop, then the lease is released
         stopped = time.monotonic()
@@ -207,6 +209,7 @@ async def test_release_on_cancel_hands_over_at_once(apiserver: ServerThread) -> 
             await a.task
         await eventually(b.manager.elected.is_set, timeout=10)
         assert time.monotonic() - stopped < TIMINGS["lease_duration"]
+        await eventually(lambda: [i.state for i in b.manager.clusters()] == [ClusterState.SYNCED], timeout=10)
     finally:
         b.manager.stop()
         await asyncio.gather(b.task, return_exceptions=True)

@@ -20,6 +20,7 @@ import enum
 import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,10 +43,11 @@ _RETRY_MAX = 30.0
 class ClusterState(enum.StrEnum):
     """Where an engaged cluster stands.
 
-    ``pending``: engaged, the controllers' watches are not all synced yet (or this replica does not
-    run the cluster, see the coordinator). ``synced``: every watch synced. ``failed``: a watch
-    cannot sync (unreachable, forbidden, sync timeout); it is being retried. ``error``: an aware
-    runnable's ``engage`` raised; it is restarted with backoff.
+    ``pending``: engaged, the controllers' watches are not all synced yet, or this replica does not
+    run the cluster (the coordinator gave it to another replica, or leadership is still awaited).
+    ``synced``: every watch synced. ``failed``: a watch cannot sync (unreachable, forbidden, sync
+    timeout); it is being retried. ``error``: an aware runnable's ``engage`` raised; it is
+    restarted with backoff.
     """
 
     PENDING = "pending"
@@ -81,8 +83,10 @@ class _Engagement:
 class Engagements:
     """Engaged clusters, the active aware runnables, and the tasks joining them."""
 
-    def __init__(self, coordinator: Coordinator) -> None:
+    def __init__(self, coordinator: Coordinator, *, standby: Callable[[], bool] | None = None) -> None:
         self.coordinator = coordinator
+        # True while some aware runnables wait for leadership: clusters then count as pending.
+        self._standby = standby
         self._awares: list[Aware] = []
         self._table: dict[str, _Engagement] = {}
         # One lock per name ever engaged (kept: names are few and a lock is small), so replacing one
@@ -119,7 +123,7 @@ class Engagements:
     def _state(self, eng: _Engagement) -> ClusterState:
         if eng.errors:
             return ClusterState.ERROR
-        if not eng.running:
+        if not eng.running or (self._standby is not None and self._standby()):
             return ClusterState.PENDING
         states: list[str] = []
         for aware in self._awares:
@@ -155,10 +159,10 @@ class Engagements:
         Errors raised by the coordinator propagate (the engagement is then dropped). After
         :meth:`close` a call waits, without engaging anything, until it is cancelled.
         """
-        if self.closed:
-            await asyncio.get_running_loop().create_future()
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
+            if self.closed:  # also re-checked after waiting for the lock
+                await asyncio.get_running_loop().create_future()
             old = self._table.get(name)
             if old is not None:
                 log.info("replacing engaged cluster", extra={"cluster": name})

@@ -162,7 +162,7 @@ class Manager:
         """Set once this replica may run leader-election runnables (at start without leader election)."""
         self.healthz = ProbeSet("healthz")
         self.readyz = ProbeSet("readyz")
-        self._engagements = Engagements(self.coordinator)
+        self._engagements = Engagements(self.coordinator, standby=self._awaiting_leadership)
         self._others = RunnableGroup("others", self._runnable_failed)
         self._leaders = RunnableGroup("leader", self._runnable_failed)
         self._providers = RunnableGroup("provider", self._runnable_failed)
@@ -354,6 +354,14 @@ class Manager:
             raise asyncio.CancelledError
         if self._error is not None:
             raise self._error
+
+    def _awaiting_leadership(self) -> bool:
+        """Whether aware runnables wait for this replica to be elected."""
+        if self.elected.is_set():
+            return False
+        return any(callable(getattr(r, "engage", None)) for r in self._leaders.runnables) or any(
+            leader for leader, _ in self._pure_awares
+        )
 
     def _runnable_started(self, runnable: Any) -> None:
         if callable(getattr(runnable, "engage", None)):
