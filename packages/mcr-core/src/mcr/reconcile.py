@@ -6,45 +6,41 @@ import asyncio
 import contextvars
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 __all__ = ["ReconcileFunc", "Reconciler", "Request", "Result", "as_reconcile_func", "current_cluster"]
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    """What to reconcile: one object key in one cluster.
-
-    ``cluster_name`` is ``""`` for the local cluster (the one the manager was given a config for).
-    Requests are hashable and compare by value, so the work queue de-duplicates them.
-    """
-
+class _RequestFields(NamedTuple):
     namespace: str
     name: str
     cluster_name: str = ""
-    _hash: int = field(init=False, repr=False, compare=False, default=0)
 
-    def __post_init__(self) -> None:
-        # Requests are dictionary keys on the hot path (queue, dirty and processing sets):
-        # hash once instead of building a tuple on every lookup.
-        object.__setattr__(self, "_hash", hash((self.namespace, self.name, self.cluster_name)))
 
-    def __hash__(self) -> int:
-        return self._hash
+class Request(_RequestFields):
+    """What to reconcile: one object key in one cluster: ``Request(namespace, name, cluster_name="")``.
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Request) or other.__class__ is not self.__class__:
-            return NotImplemented
-        return (
-            self._hash == other._hash
-            and self.name == other.name
-            and self.namespace == other.namespace
-            and self.cluster_name == other.cluster_name
-        )
+    ``cluster_name`` is ``""`` for the local cluster (the one the manager was given a config for).
+    Requests are immutable, hashable and compare by value (a Request never equals a plain tuple),
+    so the work queue de-duplicates them. They are tuples underneath because requests are created
+    and hashed several times per event on the hot path, where a tuple costs a third of a frozen
+    dataclass; ``req._replace(cluster_name=...)`` makes a modified copy.
+    """
+
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"cluster://{self.cluster_name}/{self.namespace}/{self.name}"
+
+    def __eq__(self, other: object) -> bool:
+        # Only a Request equals a Request (not the plain tuple with the same fields).
+        return other.__class__ is self.__class__ and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__  # defining __eq__ would otherwise drop the C-level tuple hash
 
     @property
     def key(self) -> str:
