@@ -51,26 +51,43 @@ PATH = resource_path(GVR_CM, NS)
 
 # -- the server process --------------------------------------------------------------------------
 class ServerProcess:
-    """``mcr-envtest`` serving in a subprocess; falls back to ``bench.core_cache._server``."""
+    """``mcr-envtest serve`` in a subprocess (``bench.core_cache._server`` if it is not installed)."""
 
     def __init__(self, history_size: int, https: bool) -> None:
-        cmd = [sys.executable, "-m", "bench.core_cache._server", "--history-size", str(history_size)]
-        if https:
-            cmd.append("--https")
+        exe = os.path.join(os.path.dirname(sys.executable), "mcr-envtest")
+        if not os.path.exists(exe):
+            exe = shutil.which("mcr-envtest") or ""
+        self.fallback = not exe
+        if exe:
+            cmd = [exe, "serve", "--port", "0", "--history-size", str(history_size)]
+            if not https:
+                cmd.append("--http")
+        else:
+            cmd = [sys.executable, "-m", "bench.core_cache._server", "--history-size", str(history_size)]
+            if https:
+                cmd.append("--https")
         if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
             cmd = ["taskset", "-c", "0", *cmd]  # server on core 0, the subject pins itself to core 1
+        self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"benchmark server did not start (exit code {self.proc.poll()})")
-        info = json.loads(line)
-        self.url: str = info["url"]
-        self.kubeconfig: str = info["kubeconfig"]
+            raise RuntimeError(f"benchmark server did not start (exit code {self.proc.poll()}): {cmd}")
+        if self.fallback:
+            info = json.loads(line)
+            self.url: str = info["url"]
+            self.kubeconfig: str = info["kubeconfig"]
+        else:  # "mcr-envtest serving <url>; kubeconfig: <path>"
+            head, _, path = line.strip().partition("; kubeconfig: ")
+            self.url = head.rsplit(" ", 1)[-1]
+            self.kubeconfig = path
 
     def close(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
+        if not self.fallback:
+            self.proc.terminate()
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -202,20 +219,13 @@ async def informer_sync(
 
 
 async def informer_ingest(transport: Transport, informer: Informer, rv: str, n: int) -> tuple[float, float]:
-    """Replay N events from ``rv`` into a synced informer; (wall, client CPU) seconds."""
+    """Replay N events from ``rv`` into a synced informer; (wall, client CPU) seconds.
+
+    Events at a resourceVersion the informer already holds are decoded and dropped (no handler
+    call), so the end is detected by the reflector's line count, checked on each notification
+    (the last replayed event is a MODIFIED one, which is always notified).
+    """
     done = asyncio.Event()
-    count = 0
-
-    def on_event(*_: Any) -> None:
-        nonlocal count
-        count += 1
-        if count >= n:
-            done.set()
-
-    reg = informer.add_event_handler(
-        EventHandlerFuncs(on_add=on_event, on_update=on_event, on_delete=on_event)
-    )
-    count = 0  # the replay of current objects on registration does not count
     reflector = Reflector(
         transport,
         PATH,
@@ -225,6 +235,17 @@ async def informer_ingest(transport: Transport, informer: Informer, rv: str, n: 
         api_version="v1",
         transform=informer.scopes[0].transform,
         config=ReflectorConfig(),
+    )
+    notified = 0
+
+    def on_event(*_: Any) -> None:
+        nonlocal notified
+        notified += 1
+        if reflector.progress >= n:
+            done.set()
+
+    reg = informer.add_event_handler(
+        EventHandlerFuncs(on_add=on_event, on_update=on_event, on_delete=on_event)
     )
     reflector.resource_version = rv
     t0, c0 = time.perf_counter(), time.process_time()
@@ -240,7 +261,10 @@ async def informer_ingest(transport: Transport, informer: Informer, rv: str, n: 
 
 async def median(fn: Callable[[], Awaitable[tuple[float, float]]], reps: int) -> tuple[float, float]:
     """Median (wall, CPU) seconds of ``reps`` runs."""
-    runs = [await fn() for _ in range(reps)]
+    runs = []
+    for _ in range(reps):
+        gc.collect()  # a previous run's informer (a reference cycle) must not weigh on this one
+        runs.append(await fn())
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
@@ -256,14 +280,17 @@ def rss_mib() -> float:
 
 # -- the run --------------------------------------------------------------------------------------
 async def run(n: int, https: bool, reps: int) -> dict[str, Any]:
+    server = ServerProcess(history_size=2 * n + 100, https=https)
     results: dict[str, Any] = {
+        "server": " ".join(server.cmd),
         "python": platform.python_version(),
         "loop": type(asyncio.get_running_loop()).__module__,
         "objects": n,
         "https": https,
         "gc_thresholds_default": gc.get_threshold(),
     }
-    server = ServerProcess(history_size=2 * n + 100, https=https)
+    raw: Raw | None = None
+    transport: Transport | None = None
     try:
         config = load_config(server.kubeconfig)
         transport = config.transport("bench")
@@ -363,9 +390,11 @@ async def run(n: int, https: bool, reps: int) -> dict[str, Any]:
         tracemalloc.stop()
         results["B5"] = mem
         print(f"  B5: {mem}", flush=True)
-        await raw.close()
-        await transport.close()
     finally:
+        if raw is not None:
+            await raw.close()
+        if transport is not None:
+            await transport.close()
         server.close()
     return results
 
@@ -386,9 +415,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+    # B6 is judged against the same paged requests made by a bare client: the server's cost per
+    # continue page dominates the wall time and is no property of the informer.
+    policy = results["mcr_gc_policy"]
     ok = (
-        results["mcr_gc_policy"]["B1_ratio_client_cpu"] >= 0.8
-        and results["mcr_gc_policy"]["B6_ratio_wall"] <= 1.5
+        policy["B1_ratio_client_cpu"] >= 0.8
+        and policy["B6_ratio_wall_vs_paged"] <= 1.5
+        and policy["B6_ratio_client_cpu"] <= 1.5
         and results["B5"]["no_transform_ratio"] <= 1.3
     )
     print("goals met" if ok else "GOALS NOT MET", flush=True)
