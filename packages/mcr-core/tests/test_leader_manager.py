@@ -136,7 +136,9 @@ async def test_only_the_leader_reconciles_and_hands_over_on_stop(
             await asyncio.wait_for(a.task, 10)
             await eventually(b.manager.elected.is_set, timeout=10)
             took = time.monotonic() - stopped
-            assert took <= TIMINGS["lease_duration"] + TIMINGS["retry_period"] * 2.2 + 1.0, took
+            assert took <= TIMINGS["lease_duration"] + TIMINGS["retry_period"] * 2.2 + 2.0, (
+                took
+            )  # + stop time and load
             await _create_configmaps(t, "two", 3)
             await eventually(
                 lambda: {f"two-{i}" for i in range(3)} <= {n for *_, n in b.reconciles}, timeout=10
@@ -168,7 +170,7 @@ async def test_partitioned_leader_stops_with_an_error_and_standby_takes_over(
             started = time.monotonic()
             with pytest.raises(LeaderElectionLostError, match="leader election lost"):
                 await asyncio.wait_for(a.task, 10)
-            assert time.monotonic() - started <= TIMINGS["renew_deadline"] + 3 * TIMINGS["retry_period"] + 1.0
+            assert time.monotonic() - started <= TIMINGS["renew_deadline"] + 3 * TIMINGS["retry_period"] + 2.0
             assert not a.manager.elected.is_set()
             apiserver.faults.clear()
             await eventually(b.manager.elected.is_set, timeout=10)
