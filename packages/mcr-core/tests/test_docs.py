@@ -6,7 +6,7 @@
 * every page is linked from docs/index.md;
 * the complete programs marked ``<!-- docs-test: NAME -->`` run for real: the single-cluster and the
   fleet controller as scripts against mcr-envtest servers (stopped with SIGTERM, exit 0), and the
-  testing page's example test in this process against the ``apiserver`` fixture.
+  testing page's example tests in this process against the ``apiserver`` and ``fleet`` fixtures.
 """
 
 from __future__ import annotations
@@ -276,10 +276,19 @@ async def test_fleet_controller_runs(fleet: Any, tmp_path: Path) -> None:
             await cluster.stop()
 
 
-async def test_testing_page_example_runs(apiserver: Any) -> None:
-    code = _tagged("testing-example")
-    namespace: dict[str, Any] = {"__name__": "docs_testing_example"}
-    exec(compile(code, "docs/testing.md", "exec"), namespace)
+async def _run_page_test(tag: str, fixture: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exec the block tagged ``tag`` (one ``test_*`` function) and await it with ``fixture``."""
+    _import("mcr_provider_file", monkeypatch)  # importable even where it is not installed
+    namespace: dict[str, Any] = {"__name__": f"docs_{tag.replace('-', '_')}"}
+    exec(compile(_tagged(tag), f"docs:{tag}", "exec"), namespace)
     tests = [v for k, v in namespace.items() if k.startswith("test_") and callable(v)]
     assert len(tests) == 1, sorted(namespace)
-    await tests[0](apiserver)
+    await tests[0](fixture)
+
+
+async def test_testing_page_example_runs(apiserver: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _run_page_test("testing-example", apiserver, monkeypatch)
+
+
+async def test_testing_page_fleet_example_runs(fleet: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _run_page_test("testing-fleet", fleet, monkeypatch)
