@@ -292,3 +292,35 @@ async def test_testing_page_example_runs(apiserver: Any, monkeypatch: pytest.Mon
 
 async def test_testing_page_fleet_example_runs(fleet: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     await _run_page_test("testing-fleet", fleet, monkeypatch)
+
+
+def _module_from_block(name: str, tag: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A module ``name`` (registered in ``sys.modules`` for this test) holding the block ``tag``."""
+    package, _, _ = name.rpartition(".")
+    if package and package not in sys.modules:
+        parent = ModuleType(package)
+        parent.__path__ = []
+        monkeypatch.setitem(sys.modules, package, parent)
+    module = ModuleType(name)
+    monkeypatch.setitem(sys.modules, name, module)
+    exec(compile(_tagged(tag), f"docs:{tag}", "exec"), module.__dict__)
+    return module
+
+
+async def test_provider_page_example_provider_plugin_and_conformance(
+    fleet: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The third-party provider of providers.md registers through its plugin and passes the suite."""
+    from mcr.plugins import load_registry, plugin_manager
+
+    provider_module = _module_from_block("mcr_provider_inventory.provider", "provider-module", monkeypatch)
+    plugin = _module_from_block("mcr_provider_inventory.plugin", "provider-plugin", monkeypatch)
+    registry = load_registry(plugin_manager(autoload=False, plugins=[plugin]))
+
+    async def empty() -> dict[str, dict[str, Any]]:
+        return {}
+
+    made = registry.create("inventory", fetch=empty, interval=1.0)
+    assert isinstance(made, provider_module.InventoryProvider)
+    assert {"inventory", "clusters"} <= set(registry.names())
+    await _run_page_test("provider-conformance", fleet, monkeypatch)
