@@ -5,8 +5,9 @@
   ``mcr_envtest`` and ``mcr_provider_file``) exists;
 * every page is linked from docs/index.md;
 * the complete programs marked ``<!-- docs-test: NAME -->`` run for real: the single-cluster and the
-  fleet controller as scripts against mcr-envtest servers (stopped with SIGTERM, exit 0), and the
-  testing page's example tests in this process against the ``apiserver`` and ``fleet`` fixtures.
+  fleet controller as scripts against mcr-envtest servers (stopped with SIGTERM, exit 0); the
+  testing page's example tests in this process against the ``apiserver`` and ``fleet`` fixtures;
+  the providers page's third-party provider through its plugin hook and the conformance suite.
 """
 
 from __future__ import annotations
@@ -283,11 +284,15 @@ async def _run_page_test(tag: str, fixture: Any, monkeypatch: pytest.MonkeyPatch
     exec(compile(_tagged(tag), f"docs:{tag}", "exec"), namespace)
     tests = [v for k, v in namespace.items() if k.startswith("test_") and callable(v)]
     assert len(tests) == 1, sorted(namespace)
-    await tests[0](fixture)
+    await (tests[0](fixture) if tests[0].__code__.co_argcount else tests[0]())
 
 
 async def test_testing_page_example_runs(apiserver: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     await _run_page_test("testing-example", apiserver, monkeypatch)
+
+
+async def test_testing_page_server_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    await _run_page_test("testing-server", None, monkeypatch)
 
 
 async def test_testing_page_fleet_example_runs(fleet: Any, monkeypatch: pytest.MonkeyPatch) -> None:
