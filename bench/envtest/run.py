@@ -133,6 +133,12 @@ async def _list(session: aiohttp.ClientSession, limit: int | None) -> tuple[floa
             return time.perf_counter() - t0, items, rv
 
 
+async def _current_rv(session: aiohttp.ClientSession) -> str:
+    async with session.get(NS_PATH, params={"limit": "1"}) as r:
+        rv: str = orjson.loads(await r.read())["metadata"]["resourceVersion"]
+    return rv
+
+
 async def _watch(
     session: aiohttp.ClientSession, params: dict[str, str], want: int, ready: asyncio.Event | None = None
 ) -> int:
@@ -187,8 +193,7 @@ async def _scenarios(
 ) -> None:
     n = opts.objects
     async with _session(kubeconfig, limit=200) as session:
-        async with session.get(NS_PATH) as r:
-            rv0 = (await r.json())["metadata"]["resourceVersion"]
+        rv0 = await _current_rv(session)
         rate = await _create(session, 0, n, 32)
         _emit(results, scenario="create", objects=n, concurrency=32, per_second=round(rate))
         for limit in (None, 500):
@@ -220,12 +225,12 @@ async def _scenarios(
                 events_per_watcher=n,
                 events_per_second=round(rate),
             )
-        _, _, rv = await _list(session, 1)
+        rv = await _current_rv(session)
         start = n
         for k in opts.watchers:
             delivered, writes = await _live(session, k, rv, opts.live_writes, start)
             start += opts.live_writes
-            _, _, rv = await _list(session, 1)
+            rv = await _current_rv(session)
             _emit(
                 results,
                 scenario="watch-live",

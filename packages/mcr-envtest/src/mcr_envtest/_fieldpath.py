@@ -11,6 +11,7 @@ lists with neither are atomic and owned as one field.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -92,11 +93,26 @@ def item_key(item: Any, keys: list[str]) -> str | None:
     return "k:" + _dumps(present) if present else None
 
 
+_IGNORED_TOP = frozenset(p[0][2:] for p in IGNORED if len(p) == 1)
+_IGNORED_META = frozenset(p[1][2:] for p in IGNORED if len(p) == 2)
+
+
 def field_set(obj: Any, schema: dict[str, Any] | None) -> FieldSet:
     """Every path ``obj`` sets (leaves, keyed list items and set values), minus :data:`IGNORED`."""
     out: FieldSet = set()
-    _collect(obj, schema, (), out)
-    return {p for p in out if not is_ignored(p)}
+    if not isinstance(obj, dict):
+        return out
+    for key, value in obj.items():
+        if key in _IGNORED_TOP:
+            continue
+        sub = sub_schema(schema, key)
+        if key == "metadata" and isinstance(value, dict):
+            for mkey, mvalue in value.items():
+                if mkey not in _IGNORED_META:
+                    _collect(mvalue, sub_schema(sub, mkey), ("f:metadata", f"f:{mkey}"), out)
+        else:
+            _collect(value, sub, (f"f:{key}",), out)
+    return out
 
 
 def is_ignored(path: Path) -> bool:
@@ -170,6 +186,15 @@ def decode(fields: Any) -> FieldSet:
     return out
 
 
+@functools.lru_cache(maxsize=8192)
+def _decoded(elem_value: str) -> Any:
+    return json.loads(elem_value)
+
+
+def _matches(item: Any, want: dict[str, Any]) -> bool:
+    return isinstance(item, dict) and all(item.get(k) == v for k, v in want.items())
+
+
 def get(obj: Any, path: Path) -> Any:
     """The value at ``path`` in ``obj``, or :data:`MISSING`."""
     cur = obj
@@ -182,17 +207,14 @@ def get(obj: Any, path: Path) -> Any:
         elif kind == "k":
             if not isinstance(cur, list):
                 return MISSING
-            want = json.loads(rest)
-            cur = next(
-                (i for i in cur if isinstance(i, dict) and all(i.get(k) == v for k, v in want.items())),
-                MISSING,
-            )
+            want = _decoded(rest)
+            cur = next((i for i in cur if _matches(i, want)), MISSING)
             if cur is MISSING:
                 return MISSING
         elif kind == "v":
             if not isinstance(cur, list):
                 return MISSING
-            value = json.loads(rest)
+            value = _decoded(rest)
             return value if value in cur else MISSING
         else:
             return MISSING

@@ -170,6 +170,7 @@ def _models() -> types.ModuleType:
     return importlib.import_module("kubernetes.client.models")
 
 
+@functools.cache
 def model_class(class_name: str) -> Any | None:
     """Return the ``kubernetes.client.models`` class called ``class_name``, or None."""
     cls = getattr(_models(), class_name, None)
@@ -294,7 +295,9 @@ def resolve(schema: dict[str, Any]) -> dict[str, Any]:
             cls = class_for_definition(ref[len(REF_PREFIX) :])
             if cls is None:
                 return {"x-kubernetes-preserve-unknown-fields": True}
-            extra = {k: v for k, v in schema.items() if k != "$ref"}
+            # Keep the extensions a property adds to its type (patch strategy, list type); drop
+            # descriptions, so the common case returns the cached schema without copying it.
+            extra = {k: v for k, v in schema.items() if k.startswith("x-kubernetes")}
             schema = {**model_schema(cls), **extra} if extra else model_schema(cls)
             continue
         all_of = schema.get("allOf")

@@ -112,10 +112,13 @@ def _store(
     sets: dict[EntryKey, tuple[dict[str, Any], fp.FieldSet]],
     touched: dict[EntryKey, str],
 ) -> None:
-    """Write ``sets`` back as managedFields; entries in ``touched`` get a fresh time/apiVersion."""
+    """Write ``sets`` back as managedFields; entries in ``touched`` get a fresh time/apiVersion.
+
+    Only ``obj["metadata"]`` is modified (its ``managedFields`` key)."""
     entries: list[dict[str, Any]] = []
     for key, (entry, paths) in sets.items():
-        kept = {p for p in paths if fp.get(obj, p) is not fp.MISSING}
+        # Paths of the entries written now come from ``obj`` itself; older ones may be stale.
+        kept = paths if key in touched else {p for p in paths if fp.get(obj, p) is not fp.MISSING}
         if not kept:
             continue
         if key in touched:
@@ -220,8 +223,9 @@ def record_update(
     the live one replaces it (``[{}]`` clears all tracking, and this write is then not recorded);
     an absent one keeps the live entries. ``new`` is not modified.
     """
-    out = copy.deepcopy(new)
-    md = out.setdefault("metadata", {})
+    # Only metadata.managedFields is rewritten: copy the two dicts on that path, share the rest.
+    out = dict(new)
+    md = out["metadata"] = dict(out.get("metadata") or {})
     sent = md.get("managedFields")
     if isinstance(sent, list) and sent and all(isinstance(e, dict) and not e for e in sent):
         md.pop("managedFields", None)
