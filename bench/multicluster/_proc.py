@@ -1,0 +1,58 @@
+"""Child processes that talk one JSON line per message over stdin/stdout, pinned to a CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+
+def pinned(cmd: list[str], cpu: int) -> list[str]:
+    """``cmd`` run under ``taskset -c cpu`` when the machine has two CPUs and taskset exists."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
+        return ["taskset", "-c", str(cpu), *cmd]
+    return cmd
+
+
+class Child:
+    """A ``python -m module args`` child: :meth:`send` a JSON command, :meth:`recv` a JSON answer."""
+
+    def __init__(self, module: str, args: list[str], cpu: int) -> None:
+        self.module = module
+        cmd = pinned([sys.executable, "-m", module, *args], cpu)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+
+    def recv(self) -> dict[str, Any]:
+        """The next JSON line; raises ``RuntimeError`` naming the module if the child exited."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.module} exited (code {self.proc.wait()}) before answering")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def ask(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`send` then :meth:`recv` (blocking; from a loop use ``asyncio.to_thread``)."""
+        self.send(msg)
+        return self.recv()
+
+    def close(self, timeout: float = 20.0) -> None:
+        """Close stdin (the child's signal to stop), wait up to ``timeout`` s, then kill it."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
