@@ -134,12 +134,6 @@ def test_create_rejects_invalid_objects(kubectl: Kubectl) -> None:
     assert "spec.containers: Required value" in result.stderr
 
 
-@pytest.mark.xfail(
-    reason="server core: fieldValidation=Strict is not enforced yet (validation.unknown_fields gives "
-    "the paths; "
-    "upstream answers 400 'strict decoding error: unknown field \"bogus\"')",
-    strict=False,
-)
 def test_strict_field_validation(kubectl: Kubectl) -> None:
     unknown = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\nbogus: 1\n"
     result = kubectl("create", "-f", "-", input=unknown)
@@ -336,12 +330,6 @@ def test_rbac_for_a_restricted_user(kubectl: Kubectl, apiserver: ServerThread, t
     assert 'cannot delete resource "configmaps"' in still.stderr
 
 
-@pytest.mark.xfail(
-    reason="server core: kubectl's typed clients post application/vnd.kubernetes.protobuf bodies "
-    "(SelfSubjectAccessReview, SelfSubjectReview, TokenRequest, create configmap/role/...); the handlers "
-    "answer 415 until they decode them with mcr_envtest._schema_proto.decode_protobuf",
-    strict=False,
-)
 def test_auth_can_i_and_whoami(kubectl: Kubectl, apiserver: ServerThread, tmp_path: Path) -> None:
     assert ok(kubectl("auth", "can-i", "create", "pods")).strip() == "yes"
     restricted = user_kubeconfig(apiserver, tmp_path, "carol", groups=("team",))

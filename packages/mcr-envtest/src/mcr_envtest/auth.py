@@ -205,17 +205,73 @@ def _cert_user(peercert: Any, ssl_object: Any) -> UserInfo | None:
     return UserInfo(cn, _with_authenticated(groups))
 
 
-# Upstream's bootstrap ClusterRoles, used when the store does not define one of these names.
+# Upstream's bootstrap ClusterRoles (aggregated view/edit/admin, abridged to the resources served
+# here), used when the store does not define one of these names. "view" cannot read secrets.
 _WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 _READ = ["get", "list", "watch"]
+_VIEW_RESOURCES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [""],
+        "resources": [
+            "configmaps",
+            "endpoints",
+            "events",
+            "namespaces",
+            "namespaces/status",
+            "persistentvolumeclaims",
+            "persistentvolumeclaims/status",
+            "pods",
+            "pods/log",
+            "pods/status",
+            "replicationcontrollers",
+            "replicationcontrollers/scale",
+            "replicationcontrollers/status",
+            "serviceaccounts",
+            "services",
+            "services/status",
+        ],
+    },
+    {
+        "apiGroups": ["apps"],
+        "resources": [
+            "daemonsets",
+            "daemonsets/status",
+            "deployments",
+            "deployments/scale",
+            "deployments/status",
+            "replicasets",
+            "replicasets/scale",
+            "replicasets/status",
+            "statefulsets",
+            "statefulsets/scale",
+            "statefulsets/status",
+        ],
+    },
+    {"apiGroups": ["batch"], "resources": ["cronjobs", "cronjobs/status", "jobs", "jobs/status"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"]},
+]
+_EDIT_EXTRA: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": [*_READ, *_WRITE]},
+    {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": [*_READ, *_WRITE]},
+]
+_VIEW = [{**r, "verbs": _READ} for r in _VIEW_RESOURCES]
+_EDIT = [{**r, "verbs": [*_READ, *_WRITE]} for r in _VIEW_RESOURCES] + _EDIT_EXTRA
 DEFAULT_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
     "cluster-admin": [
         {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
         {"nonResourceURLs": ["*"], "verbs": ["*"]},
     ],
-    "admin": [{"apiGroups": ["*"], "resources": ["*"], "verbs": [*_READ, *_WRITE]}],
-    "edit": [{"apiGroups": ["*"], "resources": ["*"], "verbs": [*_READ, *_WRITE]}],
-    "view": [{"apiGroups": ["*"], "resources": ["*"], "verbs": _READ}],
+    "admin": [
+        *_EDIT,
+        {
+            "apiGroups": ["rbac.authorization.k8s.io"],
+            "resources": ["roles", "rolebindings"],
+            "verbs": [*_READ, *_WRITE],
+        },
+    ],
+    "edit": _EDIT,
+    "view": _VIEW,
 }
 _PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version", "/version/")
 _DISCOVERY_PREFIXES = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version")
