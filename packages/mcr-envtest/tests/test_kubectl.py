@@ -155,6 +155,63 @@ def test_client_side_apply_and_replace(kubectl: Kubectl) -> None:
     assert get_json(kubectl, "deploy", "web")["spec"]["replicas"] == 5
 
 
+RICH = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {a: "1", b: "2"}}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1
+        env: [{name: A, value: "1"}, {name: B, value: "2"}]
+        ports: [{containerPort: 80}, {containerPort: 443}]
+      - name: side
+        image: busybox
+      volumes: [{name: data, emptyDir: {}}]
+"""
+
+TRIMMED = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {a: "1"}}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: side
+        image: busybox:2
+      - name: nginx
+        image: nginx:1
+        env: [{name: B, value: "2"}]
+        ports: [{containerPort: 443}]
+      volumes: [{name: data, hostPath: {path: /x}}]
+"""
+
+
+@pytest.mark.parametrize("server_side", [False, True], ids=["client-side", "server-side"])
+def test_apply_removes_what_the_configuration_dropped(kubectl: Kubectl, server_side: bool) -> None:
+    flags = ["--server-side"] if server_side else []
+    ok(kubectl("apply", *flags, "-f", "-", input=RICH))
+    ok(kubectl("apply", *flags, "-f", "-", input=TRIMMED))
+    obj = get_json(kubectl, "deploy", "web")
+    assert obj["metadata"]["labels"] == {"a": "1"}
+    pod = obj["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    assert set(containers) == {"side", "nginx"}
+    assert containers["side"]["image"] == "busybox:2"
+    assert containers["nginx"]["env"] == [{"name": "B", "value": "2"}]
+    assert containers["nginx"]["ports"] == [{"containerPort": 443}]
+    assert pod["volumes"] == [{"name": "data", "hostPath": {"path": "/x"}}]
+    if not server_side:  # the 3-way strategic patch also carries the new order
+        assert [c["name"] for c in pod["containers"]] == ["side", "nginx"]
+
+
 def test_server_side_apply_and_conflict(kubectl: Kubectl) -> None:
     out = ok(kubectl("apply", "--server-side", "-f", "-", input=CONFIGMAP))
     assert out.strip() == "configmap/settings serverside-applied"
