@@ -128,7 +128,8 @@ def test_rbac_rules() -> None:
     assert not authz.authorize(alice, attrs("get", "secrets", "team", "two"))[0]
     assert authz.authorize(auditor, attrs("list", "pods", "anywhere"))[0]
     assert not authz.authorize(auditor, attrs("create", "pods", "anywhere"))[0]
-    assert not authz.authorize(auditor, attrs("get", "secrets", "anywhere", "s"))[0]  # "view" excludes secrets
+    # "view" cannot read secrets.
+    assert not authz.authorize(auditor, attrs("get", "secrets", "anywhere", "s"))[0]
     assert authz.authorize(UserInfo("root", ("system:masters",)), attrs("delete", "nodes"))[0]
     _allowed, reason = authz.authorize(alice, attrs("get", "configmaps", "team"))
     assert reason == 'RBAC: allowed by RoleBinding "rb/team" of Role "cm-reader" to User "alice"'
