@@ -88,6 +88,11 @@ def test_static_and_service_account_tokens() -> None:
         authn.authenticate(Req(f"{head}.{forged}.{sig}"))
     with pytest.raises(Unauthenticated):
         Authenticator().authenticate(Req(out["status"]["token"]))  # another server's key
+    expired, _ = authn.issue_service_account_token(
+        "ns1", "robot", "u", audiences=["a"], expiration_seconds=-1
+    )
+    with pytest.raises(Unauthenticated, match="expired"):
+        authn.authenticate(Req(expired))
     with pytest.raises(StatusError) as exc:
         token_request(authn, "ns1", "robot", "u", {"spec": {"expirationSeconds": 10}})
     assert exc.value.code == 422

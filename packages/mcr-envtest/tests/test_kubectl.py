@@ -434,3 +434,20 @@ def test_auth_can_i_and_whoami(kubectl: Kubectl, apiserver: ServerThread, tmp_pa
     denied = kubectl("get", "secrets", *as_robot, kubeconfig=restricted)
     assert denied.returncode != 0
     assert 'User "system:serviceaccount:default:robot" cannot list resource "secrets"' in denied.stderr
+
+
+def test_client_certificate_user(kubectl: Kubectl, apiserver: ServerThread, tmp_path: Path) -> None:
+    config = user_kubeconfig(apiserver, tmp_path, "dora", groups=("ops", "auditors"), client_cert=True)
+    assert "token" not in yaml.safe_load(Path(config).read_text())["users"][0]["user"]
+    who = json.loads(ok(kubectl("auth", "whoami", "-o", "json", kubeconfig=config)))
+    assert who["status"]["userInfo"]["username"] == "dora"
+    assert who["status"]["userInfo"]["groups"] == ["ops", "auditors", "system:authenticated"]
+    assert kubectl("auth", "can-i", "list", "pods", kubeconfig=config).stdout.strip() == "no"
+    binding = (
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"
+        "metadata: {name: auditors-view}\n"
+        "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\n"
+        "subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: auditors}]\n"
+    )
+    ok(kubectl("apply", "-f", "-", input=binding))
+    assert ok(kubectl("auth", "can-i", "list", "pods", "-A", kubeconfig=config)).strip() == "yes"
