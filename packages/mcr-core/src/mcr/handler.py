@@ -79,9 +79,13 @@ class EnqueueRequestForObject:
     __slots__ = ()
 
     def create(self, cluster_name: str, obj: Any, queue: Queue, priority: int) -> None:
-        req = _request_for(cluster_name, obj)
-        if req is not None:
-            queue.add(req, priority)
+        # The informer's dicts take the short path: this runs once per event.
+        m = obj.get("metadata") if type(obj) is dict else None
+        if type(m) is not dict:
+            m = meta(obj)
+        name = m.get("name")
+        if name:
+            queue.add(Request(m.get("namespace") or "", name, cluster_name), priority)
 
     def update(self, cluster_name: str, old: Any, new: Any, queue: Queue, priority: int) -> None:
         req = _request_for(cluster_name, new if new is not None else old)

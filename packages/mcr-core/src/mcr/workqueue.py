@@ -123,7 +123,15 @@ class WorkQueue(Generic[T]):
             if priority > info[0]:
                 self._push(item, priority, info[2])
             return
-        self._push(item, priority, self._clock())
+        # _push, inlined: this is the path of every new event.
+        seq = self._seq = self._seq + 1
+        self._queued[item] = (priority, seq, self._clock())
+        cluster = self._cluster_of(item)
+        heap = self._heaps.get(cluster)
+        if heap is None:
+            heap = self._heaps[cluster] = []
+            self._rr.append(cluster)
+        heappush(heap, (-priority, seq, item))
         if m is not None:
             m.adds.inc()
         if self._getters:
