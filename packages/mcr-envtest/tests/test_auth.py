@@ -247,3 +247,33 @@ def test_rbac_through_the_server(apiserver: ServerThread) -> None:
     )
     assert status == 201
     assert out["status"]["userInfo"]["username"] == "bob"
+
+
+def test_reviews_and_tokens_parse_in_the_official_client(apiserver: ServerThread) -> None:
+    from kubernetes import client, config
+
+    api = config.new_client_from_config_dict(apiserver.kubeconfig)
+    try:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_service_account("default", {"metadata": {"name": "robot"}})
+        issued = core.create_namespaced_service_account_token(
+            "robot", "default", {"spec": {"audiences": ["x"]}}
+        )
+        assert issued.spec.audiences == ["x"]
+        assert issued.status.expiration_timestamp is not None
+        review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+            {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}
+        )
+        assert review.status.allowed is True
+        me = client.AuthenticationV1Api(api).create_self_subject_review({})
+        assert "system:masters" in me.status.user_info.groups
+    finally:
+        api.close()
+    # The issued token authenticates as the ServiceAccount.
+    from .test_openapi import raw_request
+
+    status, body = raw_request(
+        apiserver, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {}, token=issued.status.token
+    )
+    assert status == 201
+    assert body["status"]["userInfo"]["username"] == "system:serviceaccount:default:robot"
