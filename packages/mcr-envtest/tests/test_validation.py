@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -167,3 +168,38 @@ def test_server_rejects_objects_the_python_client_could_not_read(apiserver: Serv
         assert [e.metadata.name for e in core.list_namespaced_event("default").items] == ["ok"]
     finally:
         api.close()
+
+
+def test_custom_resources_are_pruned_and_defaulted() -> None:
+    from mcr_envtest.validation import apply_defaults, prune_unknown
+
+    from .test_openapi import WIDGET_CRD
+
+    crd = json.loads(json.dumps(WIDGET_CRD))
+    props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    props["spec"]["properties"]["color"]["default"] = "blue"
+    props["spec"]["properties"]["extra"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    props["status"] = {"type": "object", "properties": {"phase": {"type": "string", "default": "New"}}}
+    (widget,) = Registry().add_crd(crd)
+    obj = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "labels": {"a": "b"}},
+        "spec": {"size": 1, "shape": "round", "extra": {"anything": [1, 2]}},
+        "junk": True,
+    }
+    pruned = prune_unknown(widget, obj)
+    assert pruned == {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "labels": {"a": "b"}},
+        "spec": {"size": 1, "extra": {"anything": [1, 2]}},
+    }
+    assert "junk" in obj  # input untouched
+    defaulted = apply_defaults(widget, pruned)
+    assert defaulted["spec"]["color"] == "blue"
+    assert "status" not in defaulted  # defaults apply only inside objects that exist
+    assert apply_defaults(widget, {**pruned, "status": {}})["status"] == {"phase": "New"}
+    pod = REG.by_kind("", "v1", "Pod")
+    assert pod is not None
+    assert prune_unknown(pod, obj) is obj

@@ -16,12 +16,21 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from . import _schema
+from ._schema_ops import apply_defaults, prune_unknown
 from .openapi import crd_version_schema
 
 if TYPE_CHECKING:
     from .resources import Registry, ResourceInfo
 
-__all__ = ["cause", "unknown_fields", "validate_labels", "validate_name", "validate_object"]
+__all__ = [
+    "apply_defaults",
+    "cause",
+    "prune_unknown",
+    "unknown_fields",
+    "validate_labels",
+    "validate_name",
+    "validate_object",
+]
 
 _DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*"
