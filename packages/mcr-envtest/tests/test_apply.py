@@ -150,3 +150,36 @@ def test_apply_through_the_official_client(apiserver: ServerThread) -> None:
         assert out.data == {"a": "1"}
     finally:
         api.close()
+
+
+def test_status_applies_are_tracked_apart_from_the_main_resource() -> None:
+    from .test_openapi import WIDGET_CRD
+
+    crd = {
+        **WIDGET_CRD,
+        "spec": {
+            **WIDGET_CRD["spec"],
+            "versions": [{**WIDGET_CRD["spec"]["versions"][0], "subresources": {"status": {}}}],
+        },
+    }
+    (widget,) = Registry().add_crd(crd)
+    base = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    live = apply_patch(widget, None, {**base, "spec": {"size": 1}}, manager="ctl", force=False, now="t")
+    live = apply_patch(
+        widget,
+        live,
+        {**base, "status": {"phase": "Ready"}},
+        manager="ctl",
+        force=False,
+        now="t",
+        subresource="status",
+    )
+    assert live["spec"] == {"size": 1}  # the status apply did not drop the spec the same manager applied
+    assert live["status"] == {"phase": "Ready"}
+    entries = {
+        (e["manager"], e.get("subresource", "")): e["fieldsV1"] for e in live["metadata"]["managedFields"]
+    }
+    assert entries == {
+        ("ctl", ""): {"f:spec": {"f:size": {}}},
+        ("ctl", "status"): {"f:status": {"f:phase": {}}},
+    }

@@ -149,12 +149,16 @@ def apply_patch(
     manager: str,
     force: bool,
     now: str,
+    subresource: str | None = None,
 ) -> dict[str, Any]:
     """Return the object after ``manager`` applies the configuration ``applied`` to ``current``.
 
-    ``current`` None means the object does not exist yet (apply creates it). Neither input is
-    modified. Raises :class:`ApplyConflict` when fields owned by other managers would change and
-    ``force`` is false; raises ValueError when ``applied`` is not an object.
+    ``current`` None means the object does not exist yet (apply creates it). With a status
+    subresource, an apply to the main resource owns no ``status`` fields and an apply with
+    ``subresource="status"`` owns only those (its entry carries ``subresource: status``), as
+    upstream tracks them separately. Neither input is modified. Raises :class:`ApplyConflict`
+    when fields owned by other managers would change and ``force`` is false; raises ValueError
+    when ``applied`` is not an object.
     """
     if not isinstance(applied, dict):
         raise ValueError("an apply configuration must be a JSON or YAML object")
@@ -162,9 +166,11 @@ def apply_patch(
     config = copy.deepcopy(applied)
     (config.get("metadata") or {}).pop("managedFields", None)
     new_set = fp.field_set(config, schema)
-    if info.status_subresource:
+    if subresource == "status":
+        new_set = {p for p in new_set if p[:1] == ("f:status",)}
+    elif info.status_subresource:
         new_set = {p for p in new_set if p[:1] != ("f:status",)}
-    me: EntryKey = (manager, "Apply", "")
+    me: EntryKey = (manager, "Apply", subresource or "")
     sets = managed_sets(current)
     base = current if current is not None else {}
 
