@@ -73,17 +73,6 @@ async def test_predicates_filter_and_removal_stops_events(env: tuple[Cluster, Cl
     assert len(q) == 0, "no events after the registration is removed"
 
 
-async def test_sync_timeout_names_kind_and_cluster_and_unregisters(env: tuple[Cluster, Client]) -> None:
-    cluster, _ = env
-    informer = await cluster.cache.get_informer("v1/Secret")
-    before = informer.handler_count
-    q: WorkQueue[Request] = WorkQueue()
-    # zero seconds: the informer's first list cannot have completed yet
-    with pytest.raises(TimeoutError, match=r"v1/Secret.*'slow'"):
-        await Kind("v1/Secret").start_for_cluster("slow", cluster, q, sync_timeout=0.0)
-    assert informer.handler_count == before
-
-
 async def test_channel_from_async_iterator_with_predicates() -> None:
     async def events() -> AsyncIterator[Any]:
         yield GenericEvent(cm("a", {"watch": "yes"}), "west")
