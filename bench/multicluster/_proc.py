@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -47,10 +48,8 @@ class Child:
     def close(self, timeout: float = 20.0) -> None:
         """Close stdin (the child's signal to stop), wait up to ``timeout`` s, then kill it."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
-            try:
+            with contextlib.suppress(BrokenPipeError):  # the child is gone already: nothing to tell it
                 self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -73,6 +73,8 @@ class Recorder:
         if len(self.lat.get(phase, ())) >= count:
             done.set()
         cpu = time.process_time()
+        lags: list[float] = []
+        monitor = asyncio.create_task(_loop_lag(lags))
         print(json.dumps({"armed": phase}), flush=True)
         try:
             await asyncio.wait_for(done.wait(), timeout)
@@ -81,6 +83,8 @@ class Recorder:
             complete = False
         finally:
             self._want = None
+            monitor.cancel()
+            await asyncio.gather(monitor, return_exceptions=True)
         lat = self.lat.get(phase, [])
         return {
             "phase": phase,
@@ -91,8 +95,19 @@ class Recorder:
             "max_ms": max(lat, default=float("nan")) * 1e3,
             "last": self.last.get(phase, float("nan")),
             "cpu_s": time.process_time() - cpu,
+            "loop_lag_p99_ms": percentile(lags, 0.99) * 1e3,
+            "loop_lag_max_ms": max(lags, default=float("nan")) * 1e3,
             "rss": rss_bytes(),
         }
+
+
+async def _loop_lag(out: list[float]) -> None:
+    """Append how late each 10 ms sleep wakes up: stalls of the event loop (runs until cancelled)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        start = loop.time()
+        await asyncio.sleep(0.01)
+        out.append(loop.time() - start - 0.01)
 
 
 # -- mcr ------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.multicluster._worker import percentile
+from mcr.testing import eventually
 
 
 class FirstReconciles:
@@ -137,10 +138,10 @@ async def _file_provider(entry: dict[str, Any], runs: int, interval: float) -> l
     async def reconcile(req: Request) -> None:
         seen.hit(req.cluster_name)
 
-    controller_managed_by(mgr).named("bench-engage-file").for_("v1/ConfigMap").complete(reconcile)
+    bench_ctrl = controller_managed_by(mgr).named("bench-engage-file").for_("v1/ConfigMap").build(reconcile)
     task = asyncio.create_task(mgr.start(handle_signals=False))
     out: list[float] = []
-    content = Path(entry["kubeconfig"]).read_bytes()
+    content = await asyncio.to_thread(Path(entry["kubeconfig"]).read_bytes)
     try:
         await asyncio.sleep(0.2)
         for r in range(runs):
@@ -153,8 +154,12 @@ async def _file_provider(entry: dict[str, Any], runs: int, interval: float) -> l
             await seen.wait(name, 1, timeout=interval * 3 + 60)
             out.append(seen.first[name] - start)
             path.unlink()
-            while any(info.name == name for info in mgr.clusters()):
-                await asyncio.sleep(0.01)
+            await eventually(
+                lambda gone=name: gone not in bench_ctrl.clusters(),  # type: ignore[misc]
+                timeout=60,
+                interval=0.01,
+                message=f"{name} disengaged",
+            )
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

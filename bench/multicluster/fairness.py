@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.multicluster._proc import Child
 from bench.multicluster._worker import percentile
+from mcr.testing import eventually
 
 SLEEP_S = 0.001
 
@@ -117,9 +118,11 @@ async def _run_case(
         start = time.time()
         touch = {"op": "modify", "servers": [1], "per": 50, "count": touches, "rate": rate}
         await asyncio.to_thread(servers.ask, {**touch, "phase": "ft", "prefix": "fb"})
-        deadline = time.monotonic() + 120
-        while (len(b_events) < touches or a_done < backlog) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await eventually(
+            lambda: len(b_events) >= touches and a_done >= backlog,
+            timeout=120,
+            message=f"{touches} events of cluster B and {backlog} of A reconciled",
+        )
     finally:
         await stop()
         await asyncio.to_thread(servers.ask, {"op": "wipe"})
@@ -167,8 +170,12 @@ async def _start_mcr(
         await provider.add(name, cluster)
     from mcr.manager.engagements import ClusterState
 
-    while sum(1 for i in mgr.clusters() if i.state == ClusterState.SYNCED) < len(clusters):
-        await asyncio.sleep(0.01)
+    await eventually(
+        lambda: all(i.state == ClusterState.SYNCED for i in mgr.clusters()) and len(mgr.clusters()) == 2,
+        timeout=60,
+        interval=0.01,
+        message="clusters a and b synced",
+    )
 
     async def stop() -> None:
         task.cancel()

@@ -73,6 +73,7 @@ def _one(servers: Child, directory: str, mode: str, k: int, plan: ScalingPlan) -
         "mode": mode,
         "clusters": k,
         "engage_s": round(engaged["engage_s"], 3),
+        "manager_clusters_call_ms": round(engaged.get("manager_clusters_call_s", float("nan")) * 1e3, 1),
         "idle_kib_per_cluster": round((engaged["rss1"] - engaged["rss0"]) / k / 1024, 1),
         "burst_events": burst["count"],
         "burst_complete": burst["complete"],
@@ -84,6 +85,7 @@ def _one(servers: Child, directory: str, mode: str, k: int, plan: ScalingPlan) -
         "paced_complete": paced["complete"],
         "paced_p50_ms": round(paced["p50_ms"], 1),
         "paced_p99_ms": round(paced["p99_ms"], 1),
+        "paced_loop_lag_max_ms": round(paced["loop_lag_max_ms"], 1),
         "loaded_kib_per_cluster": round((burst["rss"] - engaged["rss0"]) / k / 1024, 1),
     }
 
