@@ -95,13 +95,15 @@ async def test_cancelled_stop_still_closes_everything(apiserver: Any) -> None:
     cluster = Cluster.from_kubeconfig(apiserver.kubeconfig, name="cancel")
     await cluster.start()
     await cluster.client.list(CM)
-    stopping = asyncio.create_task(cluster.stop())
-    await asyncio.sleep(0)
-    stopping.cancel()
-    await asyncio.gather(stopping, return_exceptions=True)
-    await cluster.stop()
+    for delay in (0, 0, 0.001):  # cancel the caller again and again while it stops
+        stopping = asyncio.create_task(cluster.stop())
+        await asyncio.sleep(delay)
+        stopping.cancel()
+        await asyncio.gather(stopping, return_exceptions=True)
+    await cluster.stop()  # waits for the shutdown the cancelled callers started
     assert cluster.transport.closed
-    await eventually(lambda: own_tasks() - tasks_before == set(), message=str(own_tasks() - tasks_before))
+    assert own_tasks() - tasks_before == set()
+    await eventually(lambda: apiserver.call(apiserver.store.watcher_count) == 0)
 
 
 def test_bad_kubeconfig_names_the_context() -> None:

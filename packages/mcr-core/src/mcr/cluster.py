@@ -35,7 +35,8 @@ class Cluster:
       :meth:`wait_for_cache_sync`). Calling it again does nothing.
     * :meth:`stop` flushes and closes the event recorders, stops every informer (closing its
       watch) and closes the transport, so no task or connection of this cluster remains. It is
-      idempotent; a stopped cluster cannot be started again (build a new one).
+      idempotent, and a cancelled ``stop()`` still completes the shutdown; a stopped cluster
+      cannot be started again (build a new one).
     * ``async with Cluster(...) as cluster:`` starts and stops it.
 
     ``cache_options`` configures the cache (:class:`~mcr.cache.CacheOptions`), ``field_manager``
@@ -60,7 +61,7 @@ class Cluster:
         self._recorders: dict[str, EventRecorder] = {}
         self._started = False
         self._stopped = False
-        self._stop_lock = asyncio.Lock()
+        self._stop_task: asyncio.Task[None] | None = None
 
     @classmethod
     def from_kubeconfig(
@@ -124,22 +125,27 @@ class Cluster:
     async def stop(self) -> None:
         """Close recorders, informers and the transport; returns when nothing of it runs. Idempotent.
 
-        If cancelled, the remaining steps still run before ``CancelledError`` propagates, so the
-        transport is always closed.
+        The shutdown runs in a task of its own that a cancelled caller does not interrupt: the
+        caller gets ``CancelledError`` at once, the shutdown still completes (every watch and
+        connection closed), and the next ``stop()`` waits for it.
         """
-        async with self._stop_lock:
-            if self._stopped:
-                return
+        if self._stop_task is None:
             self._stopped = True
+            self._stop_task = asyncio.get_running_loop().create_task(
+                self._shutdown(), name=f"stop cluster {self.name!r}"
+            )
+        await asyncio.shield(self._stop_task)
+
+    async def _shutdown(self) -> None:
+        try:
+            recorders = list(self._recorders.values())
+            if recorders:
+                await asyncio.gather(*(r.close() for r in recorders))
+        finally:
             try:
-                recorders = list(self._recorders.values())
-                if recorders:
-                    await asyncio.gather(*(r.close() for r in recorders))
+                await self.cache.stop()
             finally:
-                try:
-                    await self.cache.stop()
-                finally:
-                    await self.transport.close()
+                await self.transport.close()
 
     async def __aenter__(self) -> Cluster:
         await self.start()
