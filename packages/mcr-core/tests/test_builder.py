@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 import pytest
 
 from mcr.builder import controller_managed_by
@@ -104,8 +107,8 @@ def test_wiring_of_for_owns_watches_filters_and_options() -> None:
     assert ctrl._channels == [ch]
 
 
-async def _never():  # type: ignore[no-untyped-def]
-    await __import__("asyncio").Event().wait()
+async def _never() -> AsyncIterator[object]:
+    await asyncio.Event().wait()
     yield None
 
 
