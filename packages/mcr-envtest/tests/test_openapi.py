@@ -147,3 +147,18 @@ def test_served_over_https(apiserver: ServerThread) -> None:
     status, doc = raw_request(apiserver, "GET", root["paths"]["apis/apps/v1"]["serverRelativeURL"])
     assert status == 200
     assert "/apis/apps/v1/namespaces/{namespace}/deployments/{name}" in doc["paths"]
+
+
+async def test_schemas_can_be_warmed_in_a_thread() -> None:
+    import asyncio
+
+    from mcr_envtest import _schema
+    from mcr_envtest.openapi import warm_schemas
+
+    reg = Registry()
+    await asyncio.to_thread(warm_schemas, reg)
+    deployment = _schema.definition_name("V1Deployment")
+    assert deployment in _schema.model_closure("V1Deployment")
+    doc = group_version_document(reg, "apps", "v1")
+    assert doc is not None
+    assert deployment in doc["components"]["schemas"]
