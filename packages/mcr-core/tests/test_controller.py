@@ -320,3 +320,19 @@ async def test_logs_inside_a_reconcile_carry_controller_cluster_namespace_name()
     outside = logging.LogRecord("x", logging.INFO, "", 0, "outside", (), None)
     ContextFilter().filter(outside)
     assert outside.cluster == ""  # type: ignore[attr-defined]  # nothing leaks out of the reconcile
+
+
+async def test_a_backlog_in_one_cluster_does_not_starve_another() -> None:
+    name = unique("fair")
+    order: list[str] = []
+
+    async def reconcile(req: Request) -> None:
+        order.append(req.cluster_name)
+
+    ctrl = Controller(name, reconcile)
+    for i in range(10_000):
+        ctrl.queue.add(Request("ns", f"a-{i}", "A"))
+    ctrl.queue.add(Request("ns", "b-0", "B"))
+    async with running(ctrl):
+        await eventually(lambda: "B" in order, timeout=10)
+    assert order.index("B") <= 2, order[:5]
