@@ -173,10 +173,25 @@ class LeaderElector:
     # -- one round -------------------------------------------------------------------------------
 
     async def _try_acquire_or_renew(self, *, deadline: float | None = None) -> bool:
-        """One client-go ``tryAcquireOrRenew`` round; False on any error or when another holds it."""
+        """One client-go ``tryAcquireOrRenew`` round; False on any error or when another holds it.
+
+        If the caller is cancelled meanwhile, the request in flight is allowed to finish (it is
+        bounded by the request timeout) before ``CancelledError`` propagates: abandoning a lease
+        write half-way would leave us unsure whether it landed.
+        """
         timeout = self.request_timeout
         if deadline is not None:
             timeout = min(timeout, max(deadline - time.monotonic(), 0.001))
+        attempt = asyncio.create_task(self._bounded_round(timeout), name=f"mcr-lease-{self.lease_key}")
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            await asyncio.wait([attempt])
+            if not attempt.cancelled():
+                attempt.exception()  # retrieved: the cancellation wins
+            raise
+
+    async def _bounded_round(self, timeout: float) -> bool:
         try:
             async with asyncio.timeout(timeout):
                 return await self._round()
