@@ -34,6 +34,18 @@ def core(api_client: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(api_client)
 
 
+def abort_stream(resp: Any) -> None:
+    """Drop a still-open streaming response's connection at once.
+
+    A graceful TLS close waits for the server's close_notify, which may arrive after the test's
+    event loop is gone; aborting leaves no socket behind.
+    """
+    conn = resp.connection
+    if conn is not None and conn.transport is not None:
+        conn.transport.abort()
+    resp.close()
+
+
 class Raw:
     """A raw aiohttp session to a server (admin bearer token, TLS verified against its CA)."""
 

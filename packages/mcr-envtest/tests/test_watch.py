@@ -12,7 +12,7 @@ from kubernetes import client, watch
 
 from mcr_envtest import ServerThread
 
-from .conftest import Raw, close_client, sync_client
+from .conftest import Raw, abort_stream, close_client, sync_client
 
 CM = "/api/v1/namespaces/default/configmaps"
 
@@ -30,6 +30,8 @@ async def read_events(
             if not line:
                 break
             events.append(orjson.loads(line))
+        else:
+            abort_stream(resp)
     return events
 
 
@@ -114,7 +116,6 @@ async def test_timeout_seconds_ends_stream_cleanly(raw: Raw) -> None:
 async def test_label_selector_transitions(raw: Raw) -> None:
     _, lst = await raw.json("GET", CM)
     rv = lst["metadata"]["resourceVersion"]
-    reader = asyncio.create_task(read_events(raw, f"resourceVersion={rv}&labelSelector=app%3Dweb", until=3))
     await raw.json("POST", CM, json={"metadata": {"name": "t", "labels": {"app": "db"}}})
     await raw.json(
         "PATCH",
@@ -134,7 +135,8 @@ async def test_label_selector_transitions(raw: Raw) -> None:
         data=orjson.dumps({"metadata": {"labels": {"app": "db"}}}),
         headers={"Content-Type": "application/merge-patch+json"},
     )
-    events = await reader
+    # replayed from the history: the same selector logic as live events
+    events = await read_events(raw, f"resourceVersion={rv}&labelSelector=app%3Dweb", until=3)
     assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
     # the DELETED on leaving the selector carries the previous content at the new RV
     assert events[2]["object"]["metadata"]["labels"] == {"app": "web"}

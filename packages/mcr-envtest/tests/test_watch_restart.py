@@ -10,7 +10,7 @@ import orjson
 
 from mcr_envtest import ServerThread
 
-from .conftest import Raw
+from .conftest import Raw, abort_stream
 
 SEC = "/api/v1/namespaces/default/secrets"
 
@@ -58,6 +58,7 @@ async def test_resuming_reader_sees_exact_sequence(apiserver: ServerThread, raw:
                     last = ev["object"]["metadata"]["resourceVersion"]
                     seen.append(last)
                     if done.is_set() and seen[-1] == reference[-1]:
+                        abort_stream(resp)
                         return
             restarts += 1
 

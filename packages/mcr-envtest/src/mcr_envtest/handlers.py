@@ -335,7 +335,7 @@ class Api:
                 verb = "get"
         elif method == "POST":
             verb = "create"
-            if not collection and not sub:
+            if not collection and sub != "token":
                 raise errors.method_not_allowed()
         elif method == "PUT":
             verb = "update"

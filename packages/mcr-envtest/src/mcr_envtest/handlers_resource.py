@@ -81,6 +81,8 @@ async def _object_body(ctx: Ctx) -> dict[str, Any]:
 def _check_type(ctx: Ctx, body: dict[str, Any]) -> None:
     info = ctx.info
     av, kind = body.get("apiVersion"), body.get("kind")
+    if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
+        raise errors.bad_request("metadata must be an object")
     if ctx.subresource in ("scale", "token") or info.plural in (
         "selfsubjectaccessreviews",
         "selfsubjectreviews",

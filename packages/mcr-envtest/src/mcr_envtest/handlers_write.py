@@ -18,7 +18,7 @@ import orjson
 
 from . import apply as applymod
 from . import errors, validation
-from .resources import Registry, ResourceInfo
+from .resources import Registry, ResourceInfo, crd_resource_infos
 from .store import Store
 
 __all__ = ["IMMORTAL_NAMESPACES", "Writer", "now_rfc3339"]
@@ -54,6 +54,43 @@ def _content(obj: dict[str, Any], *, with_status: bool) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in drop}
 
 
+def _type_causes(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Causes for metadata fields whose JSON type the server's own logic relies on."""
+    meta = obj.get("metadata") or {}
+    causes: list[dict[str, Any]] = []
+
+    def bad(field: str, want: str) -> None:
+        causes.append(
+            {
+                "type": "FieldValueInvalid",
+                "field": field,
+                "message": f"Invalid value: {meta.get(field.split('.', 1)[1])!r}: must be {want}",
+            }
+        )
+
+    for key in ("name", "generateName", "namespace", "resourceVersion", "uid"):
+        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
+            bad(f"metadata.{key}", "a string")
+    fins = meta.get("finalizers")
+    if fins is not None and not (isinstance(fins, list) and all(isinstance(f, str) for f in fins)):
+        bad("metadata.finalizers", "a list of strings")
+    refs = meta.get("ownerReferences")
+    if refs is not None and not (
+        isinstance(refs, list)
+        and all(isinstance(r, dict) and isinstance(r.get("uid", ""), str) for r in refs)
+    ):
+        bad("metadata.ownerReferences", "a list of owner references")
+    for key in ("labels", "annotations"):
+        v = meta.get(key)
+        if v is not None and not (isinstance(v, dict) and all(isinstance(x, str) for x in v.values())):
+            bad(f"metadata.{key}", "a map of strings")
+    if obj.get("spec") is not None and not isinstance(obj["spec"], dict):
+        causes.append(
+            {"type": "FieldValueInvalid", "field": "spec", "message": "Invalid value: must be an object"}
+        )
+    return causes
+
+
 class Writer:
     """Object-level writes with upstream's rules; see the module docstring.
 
@@ -87,6 +124,32 @@ class Writer:
                         "type": "NamespaceTerminating",
                         "message": f"namespace {namespace} is being terminated",
                         "field": "metadata.namespace",
+                    }
+                ],
+            )
+
+    def _check_crd(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
+        """A CRD the registry cannot serve is a 422 before anything is stored."""
+        if info.group_resource != ("apiextensions.k8s.io", "customresourcedefinitions"):
+            return
+        try:
+            infos = crd_resource_infos(obj)
+        except (AttributeError, TypeError, KeyError) as exc:
+            raise errors.invalid(
+                info,
+                obj["metadata"].get("name", ""),
+                [{"type": "FieldValueInvalid", "field": "spec", "message": f"Invalid value: {exc}"}],
+            ) from None
+        if not infos or not all(i.plural and i.kind and i.group and i.version for i in infos):
+            raise errors.invalid(
+                info,
+                obj["metadata"].get("name", ""),
+                [
+                    {
+                        "type": "FieldValueRequired",
+                        "field": "spec",
+                        "message": "Required value: group, names.plural, names.kind and a served version "
+                        "are required",
                     }
                 ],
             )
@@ -129,6 +192,11 @@ class Writer:
         else:
             meta.pop("namespace", None)
             namespace = ""
+        causes = _type_causes(obj)
+        if causes:
+            raise errors.invalid(info, str(meta.get("name") or ""), causes)
+        if obj.get("spec", {}) is None:
+            obj.pop("spec")
         name = meta.get("name") or ""
         if not name:
             gen = meta.get("generateName") or ""
@@ -175,6 +243,7 @@ class Writer:
                 info, None, obj, manager=self._manager(manager), operation="Update", subresource=None, now=now
             )
         self._validate(info, obj, None)
+        self._check_crd(info, obj)
         if dry_run:
             return obj
         self.store.commit(info.group, info.plural, obj)
@@ -304,6 +373,9 @@ class Writer:
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
+        causes = _type_causes(body)
+        if causes:
+            raise errors.invalid(info, name, causes)
         old_meta = old["metadata"]
         rv = meta.get("resourceVersion")
         if rv:
@@ -406,6 +478,7 @@ class Writer:
                 now=now,
             )
         self._validate(info, new, old)
+        self._check_crd(info, new)
         if dry_run:
             return new
         if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):
