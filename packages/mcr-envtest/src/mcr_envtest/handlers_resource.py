@@ -347,7 +347,13 @@ async def _apply(
     now = now_rfc3339()
     try:
         new = applymod.apply_patch(
-            info, deep_copy(current) if current is not None else None, patch, manager=fm, force=force, now=now
+            info,
+            deep_copy(current) if current is not None else None,
+            patch,
+            manager=fm,
+            force=force,
+            now=now,
+            subresource=ctx.subresource or None,
         )
     except applymod.ApplyConflict as exc:
         raise errors.StatusError(
