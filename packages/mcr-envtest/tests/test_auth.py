@@ -155,6 +155,52 @@ def test_rbac_rules() -> None:
     assert forbidden_message(alice, attrs("list", "nodes"), "nodes").endswith("at the cluster scope")
 
 
+def test_aggregated_cluster_roles() -> None:
+    widgets = {
+        "metadata": {"name": "widget-viewer", "labels": {f"{RBAC}/aggregate-to-view": "true"}},
+        "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "list"]}],
+    }
+    custom = {
+        "metadata": {"name": "monitoring"},
+        "aggregationRule": {
+            "clusterRoleSelectors": [
+                {"matchExpressions": [{"key": "team", "operator": "In", "values": ["mon"]}]}
+            ]
+        },
+        "rules": [],
+    }
+    part = {
+        "metadata": {"name": "mon-pods", "labels": {"team": "mon"}},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}],
+    }
+    crb = {
+        "metadata": {"name": "b1"},
+        "roleRef": {"kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "User", "name": "ed"}],
+    }
+    crb2 = {
+        "metadata": {"name": "b2"},
+        "roleRef": {"kind": "ClusterRole", "name": "monitoring"},
+        "subjects": [{"kind": "User", "name": "mo"}],
+    }
+    authz = Authorizer(
+        Store(
+            (RBAC, "clusterroles", widgets),
+            (RBAC, "clusterroles", custom),
+            (RBAC, "clusterroles", part),
+            (RBAC, "clusterrolebindings", crb),
+            (RBAC, "clusterrolebindings", crb2),
+        )
+    )
+    ed = UserInfo("ed", ("system:authenticated",))
+    mo = UserInfo("mo", ("system:authenticated",))
+    # "edit" aggregates what is labelled aggregate-to-view (edit ⊇ view).
+    assert authz.authorize(ed, attrs("list", "widgets", "ns", group="example.com"))[0]
+    assert not authz.authorize(ed, attrs("delete", "widgets", "ns", group="example.com"))[0]
+    assert authz.authorize(mo, attrs("list", "pods", "ns"))[0]
+    assert not authz.authorize(mo, attrs("list", "configmaps", "ns"))[0]
+
+
 async def test_self_reviews() -> None:
     authz = Authorizer(Store())
     alice = UserInfo("alice", ("dev", "system:authenticated"), "u1")

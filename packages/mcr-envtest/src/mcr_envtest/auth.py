@@ -273,6 +273,30 @@ DEFAULT_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
     "edit": _EDIT,
     "view": _VIEW,
 }
+# Which aggregate-to-<x> labels each default role collects (upstream: admin ⊇ edit ⊇ view).
+_AGGREGATES = {"admin": ("admin", "edit", "view"), "edit": ("edit", "view"), "view": ("view",)}
+
+
+def _labels_match(selector: Any, labels: dict[str, Any]) -> bool:
+    """matchLabels plus In/NotIn/Exists/DoesNotExist matchExpressions of a LabelSelector."""
+    if not isinstance(selector, dict):
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }.get(op, False)
+        if not ok:
+            return False
+    return bool(selector.get("matchLabels") or selector.get("matchExpressions"))
+
+
 _PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version", "/version/")
 _DISCOVERY_PREFIXES = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version")
 _SELF_REVIEWS = {
@@ -337,10 +361,25 @@ class Authorizer:
         self._store = store
 
     def _cluster_role(self, name: str) -> list[dict[str, Any]]:
+        """The rules of a ClusterRole, with aggregated rules (aggregationRule selectors, and the
+        ``aggregate-to-<admin|edit|view>`` labels for the built-in defaults) included."""
         role = self._store.get(RBAC, "clusterroles", "", name)
         if role is not None:
-            return list(role.get("rules") or [])
-        return DEFAULT_CLUSTER_ROLES.get(name, [])
+            rules = list(role.get("rules") or [])
+            selectors = (role.get("aggregationRule") or {}).get("clusterRoleSelectors") or []
+        else:
+            rules = list(DEFAULT_CLUSTER_ROLES.get(name, []))
+            selectors = [
+                {"matchLabels": {f"{RBAC}/aggregate-to-{n}": "true"}} for n in _AGGREGATES.get(name, ())
+            ]
+        if selectors:
+            for other in self._store.list_objects(RBAC, "clusterroles"):
+                labels = (other.get("metadata") or {}).get("labels") or {}
+                if other["metadata"].get("name") != name and any(
+                    _labels_match(sel, labels) for sel in selectors
+                ):
+                    rules.extend(other.get("rules") or [])
+        return rules
 
     def _role(self, namespace: str, name: str) -> list[dict[str, Any]]:
         role = self._store.get(RBAC, "roles", namespace, name)
