@@ -174,3 +174,19 @@ async def test_dry_run_persists_nothing(raw: Raw) -> None:
     assert after["metadata"]["resourceVersion"] == lst["metadata"]["resourceVersion"]
     status, _ = await raw.json("POST", f"{CM}?dryRun=Some", json={"metadata": {"name": "dry"}})
     assert status == 400
+
+
+def test_delete_return_types_match_the_official_client(core: client.CoreV1Api) -> None:
+    core.create_namespaced_pod(
+        "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    )
+    deleted = core.delete_namespaced_pod("p", "default")
+    assert isinstance(deleted, client.V1Pod)
+    assert deleted.metadata.name == "p"
+    core.create_namespaced_config_map("default", {"metadata": {"name": "c", "labels": {"x": "y"}}})
+    status = core.delete_namespaced_config_map("c", "default")
+    assert isinstance(status, client.V1Status)
+    assert status.status == "Success"
+    core.create_namespaced_config_map("default", {"metadata": {"name": "d", "labels": {"x": "y"}}})
+    core.delete_collection_namespaced_config_map("default", label_selector="x=y")
+    assert core.list_namespaced_config_map("default").items == []

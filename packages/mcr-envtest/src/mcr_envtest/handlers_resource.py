@@ -28,6 +28,19 @@ MERGE_PATCH = "application/merge-patch+json"
 SMP = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
 APPLY_CBOR = "application/apply-patch+cbor"
+# Upstream answers an immediate DELETE of these with the deleted object, not a Status (the
+# official client's return types depend on it).
+RETURNS_DELETED_OBJECT = frozenset(
+    {
+        ("", "pods"),
+        ("", "services"),
+        ("", "serviceaccounts"),
+        ("", "persistentvolumeclaims"),
+        ("", "persistentvolumes"),
+        ("", "podtemplates"),
+        ("", "resourcequotas"),
+    }
+)
 BODY_TYPES = ["application/json", "application/yaml"]
 
 
@@ -428,6 +441,8 @@ async def _delete(api: Api, ctx: Ctx) -> web.StreamResponse:
     dry = _dry_run(ctx) or bool(opts.get("dryRun"))
     obj, removed = api.writer.delete(info, ctx.namespace, ctx.name, opts, dry_run=dry)
     if removed:
+        if info.group_resource in RETURNS_DELETED_OBJECT:
+            return render_object(ctx, obj)
         return json_response(_success(info, obj))
     return render_object(ctx, obj)
 
