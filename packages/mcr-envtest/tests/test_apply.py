@@ -185,11 +185,6 @@ def test_status_applies_are_tracked_apart_from_the_main_resource() -> None:
     }
 
 
-@pytest.mark.xfail(
-    reason="server core: handlers_resource.py calls apply_patch without subresource=ctx.subresource, so a "
-    "/status apply replaces the manager's main-resource entry and the status write then drops managedFields",
-    strict=False,
-)
 def test_status_apply_through_the_server_keeps_spec_ownership(apiserver: ServerThread) -> None:
     from .test_openapi import WIDGET_CRD, raw_request
 
@@ -207,7 +202,11 @@ def test_status_apply_through_the_server_keeps_spec_ownership(apiserver: ServerT
     apply = "application/apply-patch+yaml"
     # CRDs are served as soon as they are created (F8): no waiting.
     status, _ = raw_request(
-        apiserver, "PATCH", f"{path}?fieldManager=ctl", {**base, "spec": {"size": 1}}, content_type=apply
+        apiserver,
+        "PATCH",
+        f"{path}?fieldManager=ctl",
+        {**base, "spec": {"size": 1, "color": "red"}},
+        content_type=apply,
     )
     assert status == 201
     status, obj = raw_request(
@@ -220,9 +219,10 @@ def test_status_apply_through_the_server_keeps_spec_ownership(apiserver: ServerT
     assert status == 200
     entries = {(e["manager"], e.get("subresource", "")) for e in obj["metadata"].get("managedFields") or []}
     assert entries == {("ctl", ""), ("ctl", "status")}
-    # Dropping size from the main apply removes it: ctl still owns it.
+    # Dropping color from the main apply removes it: ctl still owns it.
     status, obj = raw_request(
-        apiserver, "PATCH", f"{path}?fieldManager=ctl", {**base, "spec": {}}, content_type=apply
+        apiserver, "PATCH", f"{path}?fieldManager=ctl", {**base, "spec": {"size": 1}}, content_type=apply
     )
     assert status == 200
-    assert obj["spec"] == {}
+    assert obj["spec"] == {"size": 1}
+    assert obj["status"] == {"phase": "Ready"}
