@@ -19,6 +19,7 @@ from mcr_envtest.auth import (
     forbidden_message,
     self_subject_access_review,
     self_subject_review,
+    self_subject_rules_review,
     token_request,
 )
 from mcr_envtest.errors import StatusError
@@ -212,6 +213,23 @@ async def test_self_reviews() -> None:
     assert (await self_subject_access_review(authz, admin, {"spec": spec}))["status"]["allowed"] is True
     with pytest.raises(StatusError):
         await self_subject_access_review(authz, alice, {"spec": {}})
+    binding = {
+        "metadata": {"name": "rb", "namespace": "x"},
+        "roleRef": {"kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "Group", "name": "dev"}],
+    }
+    rules = await self_subject_rules_review(
+        Authorizer(Store((RBAC, "rolebindings", binding))), alice, {"spec": {"namespace": "x"}}
+    )
+    assert rules["kind"] == "SelfSubjectRulesReview"
+    assert rules["status"]["incomplete"] is False
+    granted = rules["status"]["resourceRules"]
+    assert {"verbs": ["get", "list", "watch"], "apiGroups": ["apps"]}.items() <= next(
+        r for r in granted if r.get("apiGroups") == ["apps"]
+    ).items()
+    assert not any("secrets" in r.get("resources", []) for r in granted)
+    elsewhere = await self_subject_rules_review(authz, alice, {"spec": {"namespace": "y"}})
+    assert all(r["apiGroups"] != ["apps"] for r in elsewhere["status"]["resourceRules"])
     review = self_subject_review(alice, {})
     assert review["status"]["userInfo"] == {
         "username": "alice",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import errors
+from ._schema_rbac import AGGREGATES, DEFAULT_CLUSTER_ROLES, labels_match
 
 __all__ = [
     "Authenticator",
@@ -31,6 +32,7 @@ __all__ = [
     "UserInfo",
     "self_subject_access_review",
     "self_subject_review",
+    "self_subject_rules_review",
     "token_request",
 ]
 
@@ -205,98 +207,6 @@ def _cert_user(peercert: Any, ssl_object: Any) -> UserInfo | None:
     return UserInfo(cn, _with_authenticated(groups))
 
 
-# Upstream's bootstrap ClusterRoles (aggregated view/edit/admin, abridged to the resources served
-# here), used when the store does not define one of these names. "view" cannot read secrets.
-_WRITE = ["create", "delete", "deletecollection", "patch", "update"]
-_READ = ["get", "list", "watch"]
-_VIEW_RESOURCES: list[dict[str, Any]] = [
-    {
-        "apiGroups": [""],
-        "resources": [
-            "configmaps",
-            "endpoints",
-            "events",
-            "namespaces",
-            "namespaces/status",
-            "persistentvolumeclaims",
-            "persistentvolumeclaims/status",
-            "pods",
-            "pods/log",
-            "pods/status",
-            "replicationcontrollers",
-            "replicationcontrollers/scale",
-            "replicationcontrollers/status",
-            "serviceaccounts",
-            "services",
-            "services/status",
-        ],
-    },
-    {
-        "apiGroups": ["apps"],
-        "resources": [
-            "daemonsets",
-            "daemonsets/status",
-            "deployments",
-            "deployments/scale",
-            "deployments/status",
-            "replicasets",
-            "replicasets/scale",
-            "replicasets/status",
-            "statefulsets",
-            "statefulsets/scale",
-            "statefulsets/status",
-        ],
-    },
-    {"apiGroups": ["batch"], "resources": ["cronjobs", "cronjobs/status", "jobs", "jobs/status"]},
-    {"apiGroups": ["events.k8s.io"], "resources": ["events"]},
-]
-_EDIT_EXTRA: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": [*_READ, *_WRITE]},
-    {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
-    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": [*_READ, *_WRITE]},
-]
-_VIEW = [{**r, "verbs": _READ} for r in _VIEW_RESOURCES]
-_EDIT = [{**r, "verbs": [*_READ, *_WRITE]} for r in _VIEW_RESOURCES] + _EDIT_EXTRA
-DEFAULT_CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
-    "cluster-admin": [
-        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-        {"nonResourceURLs": ["*"], "verbs": ["*"]},
-    ],
-    "admin": [
-        *_EDIT,
-        {
-            "apiGroups": ["rbac.authorization.k8s.io"],
-            "resources": ["roles", "rolebindings"],
-            "verbs": [*_READ, *_WRITE],
-        },
-    ],
-    "edit": _EDIT,
-    "view": _VIEW,
-}
-# Which aggregate-to-<x> labels each default role collects (upstream: admin ⊇ edit ⊇ view).
-_AGGREGATES = {"admin": ("admin", "edit", "view"), "edit": ("edit", "view"), "view": ("view",)}
-
-
-def _labels_match(selector: Any, labels: dict[str, Any]) -> bool:
-    """matchLabels plus In/NotIn/Exists/DoesNotExist matchExpressions of a LabelSelector."""
-    if not isinstance(selector, dict):
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        ok = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }.get(op, False)
-        if not ok:
-            return False
-    return bool(selector.get("matchLabels") or selector.get("matchExpressions"))
-
-
 _PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version", "/version/")
 _DISCOVERY_PREFIXES = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version")
 _SELF_REVIEWS = {
@@ -370,13 +280,13 @@ class Authorizer:
         else:
             rules = list(DEFAULT_CLUSTER_ROLES.get(name, []))
             selectors = [
-                {"matchLabels": {f"{RBAC}/aggregate-to-{n}": "true"}} for n in _AGGREGATES.get(name, ())
+                {"matchLabels": {f"{RBAC}/aggregate-to-{n}": "true"}} for n in AGGREGATES.get(name, ())
             ]
         if selectors:
             for other in self._store.list_objects(RBAC, "clusterroles"):
                 labels = (other.get("metadata") or {}).get("labels") or {}
                 if other["metadata"].get("name") != name and any(
-                    _labels_match(sel, labels) for sel in selectors
+                    labels_match(sel, labels) for sel in selectors
                 ):
                     rules.extend(other.get("rules") or [])
         return rules
@@ -429,6 +339,69 @@ class Authorizer:
                         f'{ref.get("kind")} "{name}" to {_who(user)}'
                     )
         return False, ""
+
+    def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(resource rules, non-resource rules) granted to ``user`` in ``namespace`` (cluster-wide
+        bindings included), as a SelfSubjectRulesReview lists them."""
+        if MASTERS in user.groups:
+            return (
+                [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            )
+        rules: list[dict[str, Any]] = []
+        if AUTHENTICATED in user.groups:
+            rules.append(
+                {
+                    "verbs": ["create"],
+                    "apiGroups": ["authorization.k8s.io"],
+                    "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                }
+            )
+            rules.append(
+                {
+                    "verbs": ["create"],
+                    "apiGroups": ["authentication.k8s.io"],
+                    "resources": ["selfsubjectreviews"],
+                }
+            )
+        non_resource: list[dict[str, Any]] = [{"verbs": ["get"], "nonResourceURLs": list(_PUBLIC_PATHS)}]
+        if AUTHENTICATED in user.groups:
+            non_resource.append(
+                {
+                    "verbs": ["get"],
+                    "nonResourceURLs": [p + "/*" for p in _DISCOVERY_PREFIXES] + list(_DISCOVERY_PREFIXES),
+                }
+            )
+        granted: list[dict[str, Any]] = []
+        for binding in self._store.list_objects(RBAC, "clusterrolebindings"):
+            ref = binding.get("roleRef") or {}
+            if ref.get("kind") == "ClusterRole" and any(
+                _subject_matches(s, user, "") for s in binding.get("subjects") or []
+            ):
+                granted.extend(self._cluster_role(ref.get("name", "")))
+        if namespace:
+            for binding in self._store.list_objects(RBAC, "rolebindings", namespace):
+                if any(_subject_matches(s, user, namespace) for s in binding.get("subjects") or []):
+                    ref = binding.get("roleRef") or {}
+                    name = ref.get("name", "")
+                    granted.extend(
+                        self._cluster_role(name)
+                        if ref.get("kind") == "ClusterRole"
+                        else self._role(namespace, name)
+                    )
+        for rule in granted:
+            if isinstance(rule.get("nonResourceURLs"), list):
+                non_resource.append(
+                    {"verbs": list(rule.get("verbs") or []), "nonResourceURLs": rule["nonResourceURLs"]}
+                )
+            else:
+                out = {
+                    k: list(rule[k])
+                    for k in ("verbs", "apiGroups", "resources", "resourceNames")
+                    if rule.get(k)
+                }
+                rules.append(out)
+        return rules, non_resource
 
 
 def _who(user: UserInfo) -> str:
@@ -524,6 +497,28 @@ async def self_subject_access_review(
         "metadata": md,
         "spec": spec,
         "status": status,
+    }
+
+
+async def self_subject_rules_review(
+    authorizer: Authorizer, user: UserInfo, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Answer a SelfSubjectRulesReview (``kubectl auth can-i --list``) for ``spec.namespace``."""
+    spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    resource_rules, non_resource_rules = authorizer.rules_for(user, str(spec.get("namespace") or ""))
+    md = dict(body.get("metadata") or {})
+    md["creationTimestamp"] = _now()
+    return {
+        "kind": "SelfSubjectRulesReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": md,
+        "spec": spec,
+        "status": {
+            "resourceRules": resource_rules,
+            "nonResourceRules": non_resource_rules,
+            "incomplete": False,
+        },
     }
 
 
