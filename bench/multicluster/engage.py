@@ -97,7 +97,7 @@ async def _floor(entry: dict[str, Any], runs: int, page: int = 0) -> list[float]
 
 
 async def _clusters_provider(
-    entry: dict[str, Any], runs: int, objects: int
+    entry: dict[str, Any], runs: int, objects: int, cache_options: Any = None
 ) -> tuple[list[float], list[float]]:
     from mcr.builder import controller_managed_by
     from mcr.cluster import Cluster
@@ -121,7 +121,8 @@ async def _clusters_provider(
         for r in range(runs):
             name = f"engage-{objects}-{r}"
             start = time.perf_counter()
-            await provider.add(name, Cluster.from_kubeconfig(entry["kubeconfig"], name=name))
+            cluster = Cluster.from_kubeconfig(entry["kubeconfig"], name=name, cache_options=cache_options)
+            await provider.add(name, cluster)
             await seen.wait(name, 1)
             first.append(seen.first[name] - start)
             if objects > 1:
@@ -201,6 +202,12 @@ async def run_engage(
     rows.append(
         {"bench": "B6", "path": "ClustersProvider.add, 1 CM", **_summary(first), "floor": _summary(floor)}
     )
+    # The same with the cache's GC policy off: GCPolicy.after_sync runs a full gc.collect() after
+    # every informer's initial sync (and a removed cluster unfreezes the heap), see the README.
+    from mcr.cache import CacheOptions
+
+    first, _ = await _clusters_provider(small, runs_small, 1, CacheOptions(gc_policy=None))
+    rows.append({"bench": "B6", "path": "ClustersProvider.add, 1 CM, gc_policy=None", **_summary(first)})
     first, full = await _clusters_provider(large, runs_large, big)
     floor = await _floor(large, runs_large)
     paged = await _floor(large, runs_large, page=500)  # pages as mcr's reflector (and client-go) list
