@@ -255,6 +255,13 @@ def test_protobuf_review_bodies() -> None:
     assert obj["spec"]["resourceAttributes"]["namespace"] == "default"
     with pytest.raises(ValueError, match="envelope"):
         decode_protobuf(b"{}")
+
+    def field(number: int, payload: bytes) -> bytes:
+        return bytes([(number << 3) | 2, len(payload)]) + payload
+
+    type_meta = field(1, b"authorization.k8s.io/v1") + field(2, b"SelfSubjectRulesReview")
+    rules = b"k8s\x00" + field(1, type_meta) + field(2, field(2, field(1, b"team")))
+    assert decode_protobuf(rules)["spec"] == {"namespace": "team"}
     # `kubectl create rolebinding rb --role=r --user=carol`
     binding = bytes.fromhex(
         "6b3873000a2b0a1c726261632e617574686f72697a6174696f6e2e6b38732e696f2f7631120b526f6c6542696e64696e67"

@@ -64,6 +64,8 @@ _MESSAGES: dict[str, _Schema] = {
     },
     "NonResourceAttributes": {1: ("path", "string"), 2: ("verb", "string")},
     "SelfSubjectReview": {1: ("metadata", "ObjectMeta")},
+    "SelfSubjectRulesReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "SelfSubjectRulesReviewSpec")},
+    "SelfSubjectRulesReviewSpec": {1: ("namespace", "string")},
     "TokenRequest": {1: ("metadata", "ObjectMeta"), 2: ("spec", "TokenRequestSpec")},
     "TokenRequestSpec": {
         1: ("audiences", "strings"),
@@ -132,6 +134,7 @@ SUPPORTED_KINDS = frozenset(_MESSAGES) - {
     "ObjectMeta",
     "OwnerReference",
     "SelfSubjectAccessReviewSpec",
+    "SelfSubjectRulesReviewSpec",
     "ResourceAttributes",
     "NonResourceAttributes",
     "TokenRequestSpec",
