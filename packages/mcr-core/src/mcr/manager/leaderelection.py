@@ -42,6 +42,8 @@ __all__ = [
 
 log = logging.getLogger("mcr.leaderelection")
 
+_MIN_ATTEMPT = 0.1  # of the request timeout: the least time worth starting a renewal with
+
 JITTER_FACTOR = 1.2
 """client-go's jitter factor: acquisition retries wait ``retry_period * (1 + random() * 1.2)``."""
 
@@ -163,12 +165,12 @@ class LeaderElector:
             await asyncio.sleep(self.retry_period)
             deadline = time.monotonic() + self.renew_deadline
             while not await self._try_acquire_or_renew(deadline=deadline):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                await asyncio.sleep(min(self.retry_period, max(deadline - time.monotonic(), 0.0)))
+                # An attempt with almost no time left would only be cut off mid-request.
+                if deadline - time.monotonic() < _MIN_ATTEMPT * self.request_timeout:
                     raise LeaderElectionLostError(
                         self.lease_key, self.identity, f"failed to renew within {self.renew_deadline}s"
                     )
-                await asyncio.sleep(min(self.retry_period, remaining))
 
     # -- one round -------------------------------------------------------------------------------
 
