@@ -153,3 +153,28 @@ async def test_crd_delete_removes_crs_with_deleted_events(apiserver: ServerThrea
     await eventually(crd_gone, timeout=5)
     status, _ = await raw.json("GET", W)
     assert status == 404
+
+
+async def test_multiple_versions_share_storage(raw: Raw) -> None:
+    crd = copy.deepcopy(CRD)
+    schema = crd["spec"]["versions"][0]["schema"]
+    crd["spec"]["versions"] = [
+        {"name": "v1", "served": True, "storage": True, "schema": schema},
+        {"name": "v1beta1", "served": True, "storage": False, "schema": schema},
+    ]
+    status, created = await raw.json("POST", CRDS, json=crd)
+    assert status == 201
+    assert created["status"]["storedVersions"] == ["v1"]
+    beta = "/apis/example.com/v1beta1/namespaces/default/widgets"
+    status, w = await raw.json(
+        "POST", beta, json={"apiVersion": "example.com/v1beta1", "kind": "Widget", "metadata": {"name": "b"}}
+    )
+    assert status == 201
+    assert w["apiVersion"] == "example.com/v1beta1"
+    status, v1 = await raw.json("GET", f"{W}/b")
+    assert v1["apiVersion"] == "example.com/v1"
+    status, lst = await raw.json("GET", beta)
+    assert [i["apiVersion"] for i in lst["items"]] == ["example.com/v1beta1"]
+    status, groups = await raw.json("GET", "/apis/example.com")
+    assert groups["preferredVersion"]["version"] == "v1"
+    assert [v["version"] for v in groups["versions"]] == ["v1", "v1beta1"]
