@@ -104,36 +104,38 @@ class Engagements:
         return sorted(self._table)
 
     def infos(self) -> list[ClusterInfo]:
-        return [self._info(eng) for _, eng in sorted(self._table.items())]
+        # Each aware reports all its clusters at once: ask each once, not once per cluster.
+        reports = [r() for r in (getattr(a, "clusters", None) for a in self._awares) if callable(r)]
+        standby = self._standby is not None and self._standby()
+        return [self._info(eng, reports, standby) for _, eng in sorted(self._table.items())]
 
     def task_count(self) -> int:
         """Tasks currently owned by the table (engagements and per-aware tasks); for leak checks."""
         return sum(1 + len(e.aware_tasks) for e in self._table.values())
 
-    def _info(self, eng: _Engagement) -> ClusterInfo:
+    def _info(self, eng: _Engagement, reports: list[dict[str, str]], standby: bool) -> ClusterInfo:
         return ClusterInfo(
             name=eng.name,
             cluster=eng.cluster,
-            state=self._state(eng),
+            state=self._state(eng, reports, standby),
             error=eng.last_error,
             engaged_at=eng.engaged_at,
             running=eng.running,
         )
 
-    def _state(self, eng: _Engagement) -> ClusterState:
+    @staticmethod
+    def _state(eng: _Engagement, reports: list[dict[str, str]], standby: bool) -> ClusterState:
         if eng.errors:
             return ClusterState.ERROR
-        if not eng.running or (self._standby is not None and self._standby()):
+        if not eng.running or standby:
             return ClusterState.PENDING
         states: list[str] = []
-        for aware in self._awares:
-            report = getattr(aware, "clusters", None)
-            if callable(report):
-                state = report().get(eng.name)
-                if state is None:
-                    states.append(ClusterState.PENDING)  # not engaged with it yet
-                elif state != "filtered":
-                    states.append(str(state))
+        for report in reports:
+            state = report.get(eng.name)
+            if state is None:
+                states.append(ClusterState.PENDING)  # not engaged with it yet
+            elif state != "filtered":
+                states.append(str(state))
         if ClusterState.FAILED in states:
             return ClusterState.FAILED
         if all(s == ClusterState.SYNCED for s in states):
