@@ -155,9 +155,13 @@ async def test_cluster_states_with_a_real_controller(manager: Manager, apiserver
     async def reconcile(req: Any) -> None:
         return None
 
-    controller_managed_by(manager).named("engage-states").for_(
-        "v1/ConfigMap", engage_with_local_cluster=True, engage_with_provider_clusters=True
-    ).with_options(cache_sync_timeout=2.0).complete(reconcile)
+    ctrl = (
+        controller_managed_by(manager)
+        .named("engage-states")
+        .for_("v1/ConfigMap", engage_with_local_cluster=True, engage_with_provider_clusters=True)
+        .with_options(cache_sync_timeout=2.0)
+        .complete(reconcile)
+    )
     # A cluster whose server does not answer: its watch cannot sync.
     dead = Cluster(load_config(apiserver.kubeconfig).copy(host="https://127.0.0.1:9"), name="dead")
     await dead.start()
@@ -174,6 +178,10 @@ async def test_cluster_states_with_a_real_controller(manager: Manager, apiserver
             timeout=20,
         )
         assert states == {"": "synced", "dead": "failed"}
+        # The per-cluster lookup agrees with the full report, and knows no other cluster.
+        assert {name: ctrl.cluster_state(name) for name in ctrl.clusters()} == ctrl.clusters()
+        assert ctrl.cluster_state("dead") == "failed"
+        assert ctrl.cluster_state("never-engaged") is None
     finally:
         engagement.cancel()
         await asyncio.gather(engagement, return_exceptions=True)
@@ -259,3 +267,39 @@ async def test_field_indexer_reaches_the_local_cluster_and_provider_clusters(
             assert [o["metadata"]["name"] for o in found] == ["b"], name
     finally:
         await _stop(mgr, task)
+
+
+class CountingAware(Recorder):
+    """An aware that reports its clusters as synced and counts how often it is asked."""
+
+    def __init__(self) -> None:
+        super().__init__("counting")
+        self.reports = 0
+
+    def clusters(self) -> dict[str, str]:
+        self.reports += 1
+        return dict.fromkeys(self.live, "synced")
+
+
+async def test_manager_clusters_asks_each_aware_once_per_snapshot(
+    manager: Manager, apiserver: ServerThread
+) -> None:
+    """A snapshot of K clusters costs one ``clusters()`` per aware, not one per cluster (O(K), not O(K^2))."""
+    aware = CountingAware()
+    manager.add(aware)
+    task = await _start(manager)
+    config = load_config(apiserver.kubeconfig)
+    fake = [Cluster(config, name=f"k{i}") for i in range(20)]  # never started: the aware only records them
+    engagements = [asyncio.create_task(manager.engage(f"k{i}", c)) for i, c in enumerate(fake)]
+    try:
+        await eventually(lambda: len(aware.live) == 21, timeout=10)  # 20 + the local cluster
+        before = aware.reports
+        infos = manager.clusters()
+        assert aware.reports - before == 1
+        assert len(infos) == 21
+        assert {i.state for i in infos} == {ClusterState.SYNCED}
+    finally:
+        for e in engagements:
+            e.cancel()
+        await asyncio.gather(*engagements, return_exceptions=True)
+        await _stop(manager, task)

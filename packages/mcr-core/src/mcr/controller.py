@@ -187,6 +187,17 @@ class Controller:
             for name, eng in self._engagements.items()
         }
 
+    def cluster_state(self, name: str) -> str | None:
+        """One cluster's entry of :meth:`clusters` (``None`` when not engaged), in O(watches).
+
+        For callers that look clusters up one at a time: calling :meth:`clusters` per cluster
+        would cost O(clusters) each, O(clusters^2) in all.
+        """
+        eng = self._engagements.get(name)
+        if eng is None:
+            return None
+        return eng.state() if self._selects(name, eng.cluster) else "filtered"
+
     def _selects(self, name: str, cluster: Cluster) -> bool:
         return self.cluster_filter is None or bool(self.cluster_filter(name, cluster))
 
