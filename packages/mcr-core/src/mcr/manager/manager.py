@@ -5,6 +5,10 @@ Start order (controller-runtime's): HTTP servers (metrics, probes) → the local
 elected, runnables that need it. Aware runnables are engaged with every engaged cluster as soon as
 they run, including clusters engaged before they were added.
 
+Unlike upstream, the provider runs on every replica (not only on the leader): clusters are known
+and cached before a hand-over, while the controllers that need leadership are engaged with them
+only once elected. The local cluster ``""`` is engaged directly, never through the coordinator.
+
 Stop order, bounded by ``graceful_shutdown_timeout``: runnables without leadership → leader-election
 runnables (controllers drain their in-flight reconciles) → every cluster engagement, the provider
 and the coordinator → the local cluster → the leader lease (released if asked) → HTTP servers.
