@@ -237,3 +237,30 @@ async def test_reads_need_a_started_cache(env: Env) -> None:
     assert await cache.wait_for_cache_sync(10)
     await asyncio.wait_for(cache.stop(), 10)
     assert not informer.started
+
+
+def test_deep_copy_is_an_exact_copy_sharing_no_containers() -> None:
+    from mcr.cache.reader import deep_copy
+
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"z": "1", "a": "ünïcode ✓"}, "finalizers": []},
+        "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}], "priority": 2**40},
+        "status": {"ratio": 0.25, "ready": True, "hostIP": None, "nested": [[1, [2, {"x": []}]]]},
+    }
+    copied = deep_copy(obj)
+    assert copied == obj
+    assert list(copied["metadata"]["labels"]) == ["z", "a"]  # key order kept
+
+    def containers(o: Any) -> list[Any]:
+        found = [o] if isinstance(o, (dict, list)) else []
+        children = o.values() if isinstance(o, dict) else o if isinstance(o, list) else []
+        for child in children:
+            found.extend(containers(child))
+        return found
+
+    originals = {id(c) for c in containers(obj)}
+    assert not originals & {id(c) for c in containers(copied)}
+    copied["spec"]["containers"][0]["ports"][0]["containerPort"] = 81
+    assert obj["spec"]["containers"][0]["ports"][0]["containerPort"] == 80

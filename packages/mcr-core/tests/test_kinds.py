@@ -99,3 +99,19 @@ def test_object_key() -> None:
     assert object_key({"metadata": {"name": "n", "namespace": "ns"}}) == ("ns", "n")
     assert object_key({"metadata": {"name": "cluster-scoped"}}) == ("", "cluster-scoped")
     assert object_key(k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="m", namespace="q"))) == ("q", "m")
+
+
+def test_kind_strings_are_parsed_once_per_distinct_string() -> None:
+    from mcr.kinds import _gvk_of_string
+
+    _gvk_of_string.cache_clear()
+    first = gvk_of("apps/v1/Deployment")
+    for _ in range(100):  # the reconcile read path names its kind on every get
+        assert gvk_of("apps/v1/Deployment") is first
+    assert gvk_of("ConfigMap") == GVK("", "v1", "ConfigMap")
+    info = _gvk_of_string.cache_info()
+    assert (info.misses, info.hits) == (2, 100)
+    for _ in range(2):  # errors are raised every time, never cached as results
+        with pytest.raises(ValueError, match="NoSuchKind"):
+            gvk_of("NoSuchKind")
+    assert _gvk_of_string.cache_info().currsize == 2

@@ -9,6 +9,7 @@ client releases need no table edits here.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -232,6 +233,9 @@ def _gvk_of_model_class(cls: type[Any]) -> GVK:
     return gvk
 
 
+# Every cache get/list names its kind, usually as a string: parse each distinct string once
+# (GVKs are frozen, so sharing them is safe; a bad string raises each time, it is not cached).
+@functools.lru_cache(maxsize=1024)
 def _gvk_of_string(s: str) -> GVK:
     parts = s.split("/")
     if len(parts) == 3:
