@@ -120,11 +120,6 @@ async def test_sigterm_lets_in_flight_reconcile_finish_and_exits_zero(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="mcr.workqueue.WorkQueue.get still hands out queued items after shutdown(drain=True), so the "
-    "controller starts queued work after SIGTERM (core-runtime's area); remove this mark once fixed",
-)
 async def test_sigterm_starts_no_new_work(apiserver: ServerThread, tmp_path: Path) -> None:
     code, stderr, events, _ = await _run_until_sigterm(apiserver, tmp_path, grace=20, duration=2)
     names = [(e["event"], e.get("name")) for e in events]

@@ -251,3 +251,17 @@ async def test_per_item_cost_is_a_few_microseconds() -> None:
         q.done(got)
     per_item = (time.perf_counter() - start) / len(items)
     assert per_item < 50e-6, f"{per_item * 1e6:.1f} µs per add+get+done"
+
+
+async def test_shutdown_hands_out_no_queued_item_even_while_draining() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    q.add(req("in-flight"))
+    q.add(req("queued"))
+    item = await q.get()
+    drain = asyncio.create_task(q.shutdown(drain=True))
+    await asyncio.sleep(0)
+    with pytest.raises(QueueShutDown):
+        await q.get()  # "queued" was waiting when the shutdown came: it must not start now
+    assert q.get_nowait() is None
+    q.done(item)
+    await asyncio.wait_for(drain, 1)

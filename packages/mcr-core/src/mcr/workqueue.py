@@ -187,11 +187,13 @@ class WorkQueue(Generic[T]):
         taken (a wake-up meant for this call is passed on).
         """
         while True:
+            # Shut down means no new work, even with items still queued (drain only waits for
+            # the items already processing).
+            if self._shutting_down:
+                raise QueueShutDown(f"work queue {self.name!r} is shut down")
             item = self._pop()
             if item is not _NOTHING:
                 return item  # type: ignore[return-value]  # _pop returns T or the sentinel
-            if self._shutting_down:
-                raise QueueShutDown(f"work queue {self.name!r} is shut down")
             waiter = asyncio.get_running_loop().create_future()
             self._getters.append(waiter)
             try:
