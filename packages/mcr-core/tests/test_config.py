@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import datetime as dt
@@ -9,6 +10,7 @@ import json
 import os
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,8 @@ from typing import Any
 import pytest
 from kubernetes.client import Configuration
 
-from mcr.config import RestConfig, load_config
+from mcr.cluster import Cluster
+from mcr.config import RestConfig, load_config, load_config_async
 from mcr.errors import ConfigError, UnauthorizedError
 from mcr.testing import eventually
 
@@ -412,3 +415,65 @@ async def test_tls_server_name_and_verification(apiserver: Any) -> None:
     insecure = RestConfig.from_kubeconfig(doc)
     assert not insecure.verify_ssl
     assert "default" in await _namespaces(insecure)
+
+
+# --- parsing off the event loop ----------------------------------------------------------------
+
+
+async def test_async_loaders_parse_off_the_event_loop(apiserver: Any, tmp_path: Path) -> None:
+    """The kubeconfig is a FIFO whose writer waits for the loop to make progress: a parse on the
+    loop would block it in ``open()``, so the writer would give up waiting and the loop would
+    have ticked fewer than 5 times by then."""
+    text = await asyncio.to_thread(Path(apiserver.kubeconfig_path).read_text)
+    expected = RestConfig.from_kubeconfig(apiserver.kubeconfig_path)
+    ticks = 0
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    async def parse_with_writer(parse: Any) -> tuple[Any, int]:
+        fifo = tmp_path / f"fifo-{time.monotonic_ns()}"
+        os.mkfifo(fifo)
+        start = ticks
+        seen: list[int] = []
+
+        def writer() -> None:
+            deadline = time.monotonic() + 3
+            while ticks - start < 5 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            seen.append(ticks - start)
+            with open(fifo, "w") as f:  # blocks until the parser opened the FIFO
+                f.write(text)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            result = await parse(str(fifo))
+        finally:
+            thread.join(5)
+        return result, seen[0]
+
+    beat = asyncio.create_task(heartbeat())
+    try:
+        config, progressed = await parse_with_writer(RestConfig.from_kubeconfig_async)
+        assert progressed >= 5
+        assert (config.host, config.ca_data) == (expected.host, expected.ca_data)
+        config, progressed = await parse_with_writer(load_config_async)
+        assert progressed >= 5
+        assert config.host == expected.host
+        cluster, progressed = await parse_with_writer(lambda p: Cluster.from_kubeconfig_async(p, name="fifo"))
+        assert progressed >= 5
+        assert (cluster.name, cluster.config.host) == ("fifo", expected.host)
+    finally:
+        beat.cancel()
+        await asyncio.gather(beat, return_exceptions=True)
+
+
+async def test_async_loader_raises_the_same_errors(apiserver: Any) -> None:
+    with pytest.raises(ConfigError) as err:
+        await RestConfig.from_kubeconfig_async(apiserver.kubeconfig_path, context="nope")
+    assert err.value.context == "nope"
+    assert err.value.source == apiserver.kubeconfig_path

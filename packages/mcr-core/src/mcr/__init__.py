@@ -11,7 +11,7 @@ from mcr import handler, predicate, providers, source
 from mcr.builder import Builder, controller_managed_by
 from mcr.client import Client
 from mcr.cluster import Cluster
-from mcr.config import RestConfig, load_config
+from mcr.config import RestConfig, load_config, load_config_async
 from mcr.controller import Controller
 from mcr.errors import (
     AlreadyExistsError,
@@ -85,6 +85,7 @@ __all__ = [
     "is_gone",
     "is_not_found",
     "load_config",
+    "load_config_async",
     "predicate",
     "providers",
     "source",

