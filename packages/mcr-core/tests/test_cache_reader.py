@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,6 +26,18 @@ from mcr.testing import eventually
 from mcr.transport import Transport
 
 CM = "v1/ConfigMap"
+
+
+def open_sockets() -> int:
+    """Sockets this process holds (the in-process test server's included)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                count += 1
+        except OSError:
+            continue
+    return count
 
 
 class Env:
@@ -57,6 +70,7 @@ class Env:
 
 @pytest.fixture
 async def env(apiserver: Any) -> AsyncIterator[Env]:
+    sockets = open_sockets()
     e = Env(apiserver, load_config(apiserver.kubeconfig).transport("reader"))
     try:
         yield e
@@ -64,6 +78,7 @@ async def env(apiserver: Any) -> AsyncIterator[Env]:
         for cache in e.caches:
             await cache.stop()
         await e.transport.close()
+        await eventually(lambda: open_sockets() <= sockets, message="a connection stayed open")
 
 
 def names(objs: list[Any]) -> list[str]:

@@ -1,22 +1,23 @@
 """The garbage-collector policy for processes that cache many objects.
 
-CPython's cyclic collector rescans every live container object on each full collection, so with
-tens of thousands of cached dicts it, not JSON decoding, bounds ingest (PERFORMANCE.md §2.1/§2.5:
-152k → 40k events/s). Cached objects are plain acyclic JSON dicts that reference counting frees
-on its own, so scanning them is wasted work. The default policy therefore
+CPython's cyclic collector runs a young collection every 700 net container allocations and
+rescans the older generations as the heap grows; decoding a 10,000-object list allocates ~100,000
+containers, so with the interpreter's defaults the collector costs more than the JSON decoding
+(PERFORMANCE.md §2.1). ``bench/core_cache`` measured the client CPU of decoding a 10k-ConfigMap
+list: 185 ms with the default thresholds, 85 ms with thresholds of (50,000, 20, 100); with
+50,000 more objects cached, 258 ms vs 94 ms. Freezing the heap after a sync (``gc.freeze()``)
+saved little on top (79-92 ms) and keeps garbage cycles that die while frozen until the heap is
+unfrozen, so it is opt-in:
 
-* raises the collection thresholds while a cache runs (gen0 every 50,000 net allocations instead
-  of 700), and
-* after each informer's initial sync, runs one full collection and then ``gc.freeze()``s the heap:
-  the synced objects move to the permanent generation, which collections skip. A frozen object
-  that later becomes unreachable is still freed by reference counting (cached objects are
-  acyclic); only reference *cycles* that die while frozen wait, until the next cache stop
-  (cluster disengagement) unfreezes the heap so the collector can reclaim them.
+* ``thresholds`` (default ``(50_000, 20, 100)``) are set while any cache using the policy runs,
+  process-wide; the previous thresholds come back when the last such cache stops.
+* ``freeze_after_sync`` (default off): after each informer's initial sync, one full collection,
+  then ``gc.freeze()``: the synced objects move to the permanent generation, which collections
+  skip. Stopping a cache unfreezes the heap, so cycles left by a stopped cache (a disengaged
+  cluster) become collectable again.
 
-The thresholds are process-wide: they are set when the first cache using a policy starts and
-restored when the last one stops. Opt out per cache with ``CacheOptions(gc_policy=None)`` or for
-the whole process with the environment variable ``MCR_GC_POLICY=off``. ``bench/core_cache``
-measures ingest with and without the policy.
+Opt out per cache with ``CacheOptions(gc_policy=None)`` or for the whole process with the
+environment variable ``MCR_GC_POLICY=off``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class GCPolicy:
     """Collector thresholds while caches run, and whether to freeze after each initial sync."""
 
     thresholds: tuple[int, int, int] | None = (50_000, 20, 100)
-    freeze_after_sync: bool = True
+    freeze_after_sync: bool = False
 
     @classmethod
     def default(cls) -> GCPolicy | None:
