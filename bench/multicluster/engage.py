@@ -4,7 +4,7 @@ Runs in the benchmark's own process (pinned to CPU 1; the servers run in their o
 CPU 0). Every run builds a new :class:`mcr.cluster.Cluster` (new client objects, new TLS
 connection, new informer) for a server that already holds the objects:
 
-- ``clusters-provider``: ``ClustersProvider.add(name, Cluster.from_kubeconfig(...))`` →
+- ``clusters-provider``: ``ClustersProvider.add(name, await Cluster.from_kubeconfig_async(...))`` →
   the first reconcile of that cluster (the cluster is removed again before the next run);
   for a cluster holding 1 ConfigMap and one holding ``big`` ConfigMaps (then also → all
   reconciled).
@@ -121,7 +121,9 @@ async def _clusters_provider(
         for r in range(runs):
             name = f"engage-{objects}-{r}"
             start = time.perf_counter()
-            cluster = Cluster.from_kubeconfig(entry["kubeconfig"], name=name, cache_options=cache_options)
+            cluster = await Cluster.from_kubeconfig_async(
+                entry["kubeconfig"], name=name, cache_options=cache_options
+            )
             await provider.add(name, cluster)
             await seen.wait(name, 1)
             first.append(seen.first[name] - start)

@@ -102,8 +102,8 @@ async def _run_case(
     await asyncio.to_thread(servers.ask, {"op": "create", "servers": [1], "per": 50, "phase": "fb"})
 
     clusters = {
-        "a": Cluster.from_kubeconfig(entries[0]["kubeconfig"], name="a"),
-        "b": Cluster.from_kubeconfig(entries[1]["kubeconfig"], name="b"),
+        "a": await Cluster.from_kubeconfig_async(entries[0]["kubeconfig"], name="a"),
+        "b": await Cluster.from_kubeconfig_async(entries[1]["kubeconfig"], name="b"),
     }
     stop: Callable[[], Awaitable[None]]
     if subject == "mcr":
