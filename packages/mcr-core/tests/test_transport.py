@@ -201,3 +201,25 @@ async def test_slow_server_times_out_with_a_clear_error(apiserver: Any, transpor
     assert "timed out" in str(err.value)
     assert "cluster 'test'" in str(err.value)
     assert "/api/v1/namespaces" in str(err.value)
+
+
+async def test_close_after_a_cancelled_request_releases_its_socket(
+    apiserver: Any, transport: Transport
+) -> None:
+    await transport.request("GET", "/api/v1/namespaces")  # one pooled connection
+    connector = transport.connector
+    assert connector is not None
+    apiserver.faults.latency(1.0)
+    request = asyncio.create_task(transport.request("GET", "/api/v1/namespaces"))
+    await asyncio.sleep(0.2)  # the request is on the wire, waiting for the slow answer
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    protocols = list(connector.protocols)  # type: ignore[attr-defined]  # mcr's tracking connector
+    assert protocols  # the cancelled request's connection (the pooled one, reused)
+    await transport.close()
+    apiserver.faults.clear()
+    # Every connection this transport ever opened has finished closing (TLS shutdown included),
+    # so nothing is left for the loop to report as an unclosed transport.
+    assert all(p.closed is None or p.closed.done() for p in protocols)
+    assert all(p.transport is None or p.transport.is_closing() for p in protocols)

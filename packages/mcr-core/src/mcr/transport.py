@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
 from types import TracebackType
@@ -19,6 +20,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
+from aiohttp.client_proto import ResponseHandler
 from multidict import CIMultiDictProxy
 
 from mcr.config import RestConfig
@@ -107,6 +109,26 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+class _TrackingConnector(aiohttp.TCPConnector):
+    """A connection pool that remembers each connection's protocol.
+
+    aiohttp forgets a connection once it closes it (for instance when a request is cancelled),
+    while its TLS shutdown may still be under way; :meth:`Transport.close` waits for those too,
+    so closing a transport really releases every socket.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.protocols: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
+
+    async def _wrap_create_connection(
+        self, *args: Any, **kwargs: Any
+    ) -> tuple[asyncio.Transport, ResponseHandler]:
+        transport, proto = await super()._wrap_create_connection(*args, **kwargs)
+        self.protocols.add(proto)
+        return transport, proto
+
+
 class Transport:
     """Sends requests to one cluster's API server.
 
@@ -157,7 +179,7 @@ class Transport:
                     # A new client certificate: new connections use it; streams on the old pool
                     # keep running until they end or close() closes them.
                     self._retired.append(self._session)
-                connector = aiohttp.TCPConnector(ssl=ssl_ctx if ssl_ctx is not None else True, limit=100)
+                connector = _TrackingConnector(ssl=ssl_ctx if ssl_ctx is not None else True, limit=100)
                 self._session = aiohttp.ClientSession(
                     connector=connector,
                     json_serialize=lambda o: orjson.dumps(o).decode(),
@@ -168,18 +190,31 @@ class Transport:
             return self._session
 
     async def close(self) -> None:
-        """Close every connection and the session. Idempotent; safe to call from any task."""
+        """Close every connection and the session. Idempotent; safe to call from any task.
+
+        Returns once every socket of this transport is released: TLS shutdowns still under way
+        (of streams closed early or requests cancelled mid-flight) get two seconds, then their
+        sockets are aborted.
+        """
         self._closed = True
         self._streams.clear()
         sessions = [*self._retired, *([self._session] if self._session is not None else [])]
         self._session = None
         self._retired.clear()
+        protocols = [
+            p for s in sessions if isinstance(s.connector, _TrackingConnector) for p in s.connector.protocols
+        ]
         for session in sessions:
-            await session.close()  # closes pooled and in-use connections and waits for them
-        if self._closing:
-            # Streams closed early: wait until their TLS shutdown released the sockets.
-            await asyncio.wait(self._closing, timeout=2.0)
-            self._closing.clear()
+            await session.close()  # closes pooled and in-use connections
+        open_ = [(p, p.closed) for p in protocols]
+        pending = {f for _, f in open_ if f is not None and not f.done()} | self._closing
+        self._closing.clear()
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=2.0)
+            if late:
+                for proto, closed in open_:
+                    if closed is not None and not closed.done() and proto.transport is not None:
+                        proto.transport.abort()
 
     async def __aenter__(self) -> Transport:
         return self
