@@ -82,7 +82,7 @@ class InformerCache:
         """Stop every informer and wait for its tasks and watch connections to end. Idempotent."""
         self._started = False
         if self._gc_acquired and self.options.gc_policy is not None:
-            self.options.gc_policy.release()
+            self.options.gc_policy.release(sum(len(inf) for inf in self._informers.values()))
             self._gc_acquired = False
         # Cancel everything before the first suspension: a cancelled stop() still stops them all.
         tasks = [task for inf in self._informers.values() for task in inf.cancel()]
@@ -140,7 +140,7 @@ class InformerCache:
         log.debug("%r synced", informer)
         policy = self.options.gc_policy
         if policy is not None and self._gc_acquired:
-            policy.after_sync()
+            policy.after_sync(len(informer))
 
     async def index_field(self, kind: Any, field_name: str, extract: Callable[[Obj], list[str]]) -> None:
         """Index ``kind``'s objects by ``extract(obj)`` so lists can select ``field_name=value``.
