@@ -278,6 +278,40 @@ def rss_mib() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def gc_variants(body: bytes, reps: int) -> dict[str, float]:
+    """Median client CPU (ms) of ``orjson.loads`` + dict-by-name of one list body per GC setting."""
+    saved = gc.get_threshold()
+    variants = {
+        "default": (saved, False),
+        "thresholds": ((50_000, 20, 100), False),
+        "thresholds+freeze": ((50_000, 20, 100), True),
+    }
+    out: dict[str, float] = {}
+    try:
+        for cached in (0, 5):
+            for name, (thresholds, freeze) in variants.items():
+                gc.unfreeze()
+                gc.collect()
+                gc.set_threshold(*thresholds)
+                ballast = [orjson.loads(body) for _ in range(cached)]  # other caches' objects
+                if freeze:
+                    gc.collect()
+                    gc.freeze()
+                times, keep = [], []
+                for _ in range(max(reps, 3)):
+                    c0 = time.process_time()
+                    items = orjson.loads(body)["items"]
+                    keep.append({o["metadata"]["name"]: o for o in items})
+                    times.append(time.process_time() - c0)
+                label = f"{name}, {cached * len(keep[0])} more cached"
+                out[label] = round(statistics.median(times) * 1000, 1)
+                del ballast, keep
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*saved)
+    return out
+
+
 # -- the run --------------------------------------------------------------------------------------
 async def run(n: int, https: bool, reps: int) -> dict[str, Any]:
     server = ServerProcess(history_size=2 * n + 100, https=https)
@@ -390,6 +424,12 @@ async def run(n: int, https: bool, reps: int) -> dict[str, Any]:
         tracemalloc.stop()
         results["B5"] = mem
         print(f"  B5: {mem}", flush=True)
+
+        # -- GC policy: client CPU of decoding the list into dicts, with and without 50k more cached
+        async with raw.session.get(raw.url + PATH, headers=headers) as resp:
+            body = await resp.read()
+        results["gc_list_decode_cpu_ms"] = gc_variants(body, reps)
+        print(f"  GC: {results['gc_list_decode_cpu_ms']}", flush=True)
     finally:
         if raw is not None:
             await raw.close()
