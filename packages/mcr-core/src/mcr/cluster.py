@@ -10,6 +10,7 @@ cache's field indexer and event recorders. Providers hand clusters out; controll
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -23,6 +24,8 @@ from mcr.recorder import EventRecorder
 from mcr.restmapper import RESTMapper
 
 __all__ = ["Cluster"]
+
+log = logging.getLogger("mcr.cluster")
 
 
 class Cluster:
@@ -137,27 +140,50 @@ class Cluster:
     async def stop(self) -> None:
         """Close recorders, informers and the transport; returns when nothing of it runs. Idempotent.
 
-        The shutdown runs in a task of its own that a cancelled caller does not interrupt: the
-        caller gets ``CancelledError`` at once, the shutdown still completes (every watch and
-        connection closed), and the next ``stop()`` waits for it.
+        The shutdown runs in a task of its own that cancelling the caller does not interrupt: a
+        cancelled ``stop()`` first waits for the shutdown to finish (every watch and connection
+        closed), then re-raises ``CancelledError``. Cancelled a second time, it stops waiting; the
+        shutdown still completes, and the next ``stop()`` waits for it.
         """
-        if self._stop_task is None:
+        task = self._stop_task
+        if task is None:
             self._stopped = True
-            self._stop_task = asyncio.get_running_loop().create_task(
+            task = self._stop_task = asyncio.get_running_loop().create_task(
                 self._shutdown(), name=f"stop cluster {self.name!r}"
             )
-        await asyncio.shield(self._stop_task)
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                await asyncio.wait((task,))
+            raise
 
     async def _shutdown(self) -> None:
-        try:
-            recorders = list(self._recorders.values())
-            if recorders:
-                await asyncio.gather(*(r.close() for r in recorders))
-        finally:
+        """Recorders, then informers, then the transport: every step runs even if one fails.
+
+        A cancellation is held until the remaining steps ran, then re-raised; a failing step is
+        logged and the first failure re-raised at the end. A coroutine being closed
+        (``GeneratorExit``) stops at once, as it may not await.
+        """
+        cancelled: asyncio.CancelledError | None = None
+        failures: list[Exception] = []
+        for step in (self._close_recorders, self.cache.stop, self.transport.close):
             try:
-                await self.cache.stop()
-            finally:
-                await self.transport.close()
+                await step()
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+            except Exception as exc:  # noqa: BLE001 - logged and re-raised after the other steps
+                log.warning("cluster %r: %s failed while stopping: %r", self.name, step.__name__, exc)
+                failures.append(exc)
+        if cancelled is not None:
+            raise cancelled
+        if failures:
+            raise failures[0]
+
+    async def _close_recorders(self) -> None:
+        recorders = list(self._recorders.values())
+        if recorders:
+            await asyncio.gather(*(r.close() for r in recorders))
 
     async def __aenter__(self) -> Cluster:
         await self.start()

@@ -222,10 +222,13 @@ class Reflector:
                     seen, last_move = self.progress, now
                 elif now - last_move >= cfg.stall_timeout:
                     raise WatchStalledError(f"watch stalled: nothing received for {cfg.stall_timeout:g}s")
-        finally:
+        except BaseException as exc:
             if not consumer.done():
                 consumer.cancel()
-                await asyncio.wait((consumer,))
+                # A coroutine being closed (GeneratorExit: its task was destroyed) may not await.
+                if not isinstance(exc, GeneratorExit):
+                    await asyncio.wait((consumer,))
+            raise
         events = consumer.result()  # re-raises the stream's error
         if events == 0 and time.monotonic() - started < 1.0:
             raise _ShortWatchError("very short watch: the server closed it at once without events")
