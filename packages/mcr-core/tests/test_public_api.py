@@ -15,7 +15,7 @@ EXPECTED = {
     "ProviderRunnable", "Reconciler", "Request", "RestConfig", "Result", "TerminalError",
     "TooManyRequestsError", "TransportError", "UnauthorizedError", "__version__",
     "controller_managed_by", "current_cluster", "handler", "is_already_exists", "is_conflict",
-    "is_gone", "is_not_found", "load_config", "predicate", "providers", "source",
+    "is_gone", "is_not_found", "load_config", "load_config_async", "predicate", "providers", "source",
 }  # fmt: skip
 
 
