@@ -12,6 +12,7 @@ import pytest
 from mcr.cluster import Cluster
 from mcr.errors import ClusterNotFoundError
 from mcr.providers import ClustersProvider
+from mcr.providers._tasks import cancel_and_wait
 from mcr.testing import RecordingAware, check_provider, eventually
 
 MADE: list[Cluster] = []
@@ -69,8 +70,14 @@ async def test_needs_some_cluster() -> None:
 
 
 class KeepsRemovedEngaged(ClustersProvider):
+    def __init__(self) -> None:
+        super().__init__()
+        self.orphans: list[asyncio.Task[None]] = []  # the engagements it failed to end, for cleanup
+
     async def remove(self, name: str) -> bool:
-        self._clusters._entries.pop(name)  # forgets the name but never cancels the engagement
+        entry = self._clusters._entries.pop(name)  # forgets the name but never cancels the engagement
+        if entry.task is not None:
+            self.orphans.append(entry.task)
         return True
 
 
@@ -115,5 +122,9 @@ async def test_violations_are_caught(
     broken: type[ClustersProvider], complaint: str, servers: list[Any]
 ) -> None:
     provider = broken()
-    with pytest.raises(AssertionError, match=complaint):
-        await check_provider(provider, **scripted(provider, servers))
+    try:
+        with pytest.raises(AssertionError, match=complaint):
+            await check_provider(provider, **scripted(provider, servers))
+    finally:
+        # The broken provider leaves engagements running; end them before the test's loop closes.
+        await cancel_and_wait(getattr(provider, "orphans", []))
