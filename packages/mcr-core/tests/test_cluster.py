@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 import pytest
@@ -11,21 +10,9 @@ import pytest
 from mcr.cache import CacheOptions, NamespaceConfig
 from mcr.cluster import Cluster
 from mcr.errors import ConfigError, MCRError
-from mcr.testing import eventually
+from mcr.testing import eventually, open_sockets
 
 CM = "v1/ConfigMap"
-
-
-def open_sockets() -> int:
-    """TCP/unix sockets this process holds (client and in-process server sides)."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                count += 1
-        except OSError:
-            continue
-    return count
 
 
 def own_tasks() -> set[asyncio.Task[Any]]:

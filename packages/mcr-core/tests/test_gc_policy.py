@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,19 +12,7 @@ import pytest
 from mcr.cache import CacheOptions, GCPolicy, InformerCache, gcpolicy
 from mcr.config import load_config
 from mcr.restmapper import RESTMapper
-from mcr.testing import eventually
-
-
-def open_sockets() -> int:
-    """Sockets this process holds (the in-process test server's included)."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                count += 1
-        except OSError:
-            continue
-    return count
+from mcr.testing import eventually, open_sockets
 
 
 @pytest.fixture(autouse=True)

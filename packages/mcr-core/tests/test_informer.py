@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,22 +22,10 @@ from mcr.client import Client
 from mcr.config import load_config
 from mcr.errors import GoneError
 from mcr.restmapper import RESTMapper
-from mcr.testing import eventually
+from mcr.testing import eventually, open_sockets
 from mcr.transport import Transport
 
 CM = "v1/ConfigMap"
-
-
-def open_sockets() -> int:
-    """Sockets this process holds (the in-process test server's included)."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                count += 1
-        except OSError:
-            continue
-    return count
 
 
 @dataclass

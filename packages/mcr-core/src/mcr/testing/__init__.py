@@ -1,8 +1,17 @@
-"""Test helpers for code built on mcr: bounded polling and the provider conformance suite."""
+"""Test helpers for code built on mcr: bounded polling, leak checks and the provider conformance suite."""
 
 from __future__ import annotations
 
 from mcr.testing._eventually import eventually
+from mcr.testing._resources import open_sockets
 from mcr.testing.conformance import Engagement, IndexProbe, RecordingAware, cache_index_probe, check_provider
 
-__all__ = ["Engagement", "IndexProbe", "RecordingAware", "cache_index_probe", "check_provider", "eventually"]
+__all__ = [
+    "Engagement",
+    "IndexProbe",
+    "RecordingAware",
+    "cache_index_probe",
+    "check_provider",
+    "eventually",
+    "open_sockets",
+]
