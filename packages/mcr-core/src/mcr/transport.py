@@ -215,6 +215,11 @@ class Transport:
                 for proto, closed in open_:
                     if closed is not None and not closed.done() and proto.transport is not None:
                         proto.transport.abort()
+        for closed in pending:
+            # A TLS shutdown that ended with an error (e.g. data after close_notify) is expected
+            # here; mark it seen so asyncio does not report it as never retrieved.
+            if closed.done() and not closed.cancelled():
+                closed.exception()
 
     async def __aenter__(self) -> Transport:
         return self
