@@ -15,7 +15,7 @@ import asyncio
 import bisect
 from typing import Any
 
-__all__ = ["Batch", "BatchedCounter", "BatchedHistogram"]
+__all__ = ["Batch", "BatchedCounter", "BatchedHistogram", "observe"]
 
 
 class BatchedCounter:
@@ -82,6 +82,20 @@ class BatchedHistogram:
             if n:
                 bucket.inc(n)
         self._sum.inc(total)  # type: ignore[union-attr]
+
+
+def observe(h: BatchedHistogram, value: float) -> None:
+    """``h.observe(value)`` for hot paths: one Python call instead of a method lookup and call."""
+    if h.direct:
+        h.child.observe(value)
+        return
+    h.counts[bisect_left(h.bounds, value)] += 1
+    h.total += value
+    if h._batch._timer is None:
+        h._batch.touch()
+
+
+bisect_left = bisect.bisect_left
 
 
 class Batch:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcr import log as mcr_log
 from mcr import metrics
-from mcr._metricbatch import Batch
+from mcr._metricbatch import Batch, observe
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import log_context
 from mcr.ratelimit import RateLimiter
@@ -326,104 +326,133 @@ class Controller:
                     del _names[self.name]
 
     async def _worker(self) -> None:
+        """One worker: take a request, reconcile it, record the outcome, mark it done; repeat.
+
+        The per-request work is inlined here (no coroutine per request besides the reconciler's)
+        and everything that stays the same between requests is bound once.
+        """
         queue = self.queue
         task = asyncio.current_task()
         assert task is not None
+        get_nowait = queue.get_nowait
+        done = queue.done
+        engagements = self._engagements
+        cluster_metrics = self._cluster_metrics
+        inflight = self._inflight
+        aborted = self._aborted
+        reconcile = self._reconcile
+        set_cluster = _current_cluster.set
+        reset_cluster = _current_cluster.reset
+        perf_counter = time.perf_counter
+        controller = self.name
+        # The log fields of a request are its cluster's (outer fields + controller + cluster),
+        # built once per cluster and outer context, plus namespace and name.
+        outer: Mapping[str, object] | None = None
+        prefixes: dict[str, dict[str, object]] = {}
         while True:
-            req = queue.get_nowait()  # no coroutine per item while work is queued
+            req = get_nowait()  # no coroutine per item while work is queued
             if req is None:
                 try:
                     req = await queue.get()
                 except QueueShutDown:
                     return
             try:
-                await self._process(req, task)
+                cluster = req.cluster_name
+                if cluster not in engagements and self._ever_engaged:
+                    queue.forget(req)
+                    log.debug(
+                        "dropping %s: cluster %r is not engaged",
+                        req,
+                        cluster,
+                        extra={"controller": controller},
+                    )
+                    continue
+                m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
+                inflight[req] = task
+                token = set_cluster(cluster)
+                log_cm = None
+                if _log_fields is not None:
+                    current = _log_fields.get()
+                    if current is not outer:
+                        outer = current
+                        prefixes.clear()
+                    prefix = prefixes.get(cluster)
+                    if prefix is None:
+                        prefix = prefixes[cluster] = {**current, "controller": controller, "cluster": cluster}
+                    log_token = _log_fields.set({**prefix, "namespace": req.namespace, "name": req.name})
+                else:
+                    log_cm = log_context(
+                        controller=controller, cluster=cluster, namespace=req.namespace, name=req.name
+                    )
+                    log_cm.__enter__()
+                start = perf_counter()
+                try:
+                    try:
+                        if self.reconcile_timeout is None:
+                            result = await reconcile(req)
+                        else:
+                            async with asyncio.timeout(self.reconcile_timeout):
+                                result = await reconcile(req)
+                    except asyncio.CancelledError:
+                        if req in aborted:
+                            aborted.discard(req)
+                            if task.uncancel() == 0:
+                                queue.forget(req)
+                                log.info("reconcile cancelled: cluster disengaged")
+                                continue
+                        raise
+                    except TerminalError:
+                        queue.forget(req)
+                        m.error.inc()
+                        m.errors.inc()
+                        m.terminal.inc()
+                        log.exception("terminal reconciler error (not requeued)")
+                        continue
+                    except ClusterNotFoundError as exc:
+                        queue.forget(req)
+                        m.success.inc()
+                        log.debug("dropping request: %s", exc)
+                        continue
+                    except Exception as exc:
+                        queue.add_rate_limited(req)
+                        m.error.inc()
+                        m.errors.inc()
+                        if isinstance(exc, TimeoutError) and self.reconcile_timeout is not None:
+                            m.timeouts.inc()
+                        log.exception("reconciler error")
+                        continue
+                    if result is None:
+                        queue.rate_limiter.forget(req)  # queue.forget(req), one call less
+                        m.success.inc()
+                    else:
+                        self._handle_result(req, result, m)
+                finally:
+                    observe(m.time, perf_counter() - start)
+                    if log_cm is None:
+                        _log_fields.reset(log_token)  # type: ignore[union-attr]
+                    else:
+                        log_cm.__exit__(None, None, None)
+                    reset_cluster(token)
+                    if inflight.get(req) is task:
+                        del inflight[req]
+                    if aborted and req in aborted:
+                        # Disengagement cancelled us, but the reconciler finished anyway (it
+                        # swallowed the cancellation, or finished first): take it back.
+                        aborted.discard(req)
+                        task.uncancel()
             except Exception:
-                # _process handles every reconciler outcome; reaching here is a bug in mcr, and
-                # a worker must survive it.
-                metrics.RECONCILE_PANICS_TOTAL.labels(self.name, req.cluster_name).inc()
-                log.exception("internal error while processing %s", req, extra={"controller": self.name})
+                # Every reconciler outcome is handled above; reaching here is a bug in mcr, and a
+                # worker must survive it.
+                metrics.RECONCILE_PANICS_TOTAL.labels(controller, req.cluster_name).inc()
+                log.exception("internal error while processing %s", req, extra={"controller": controller})
             finally:
-                queue.done(req)
+                done(req)
 
     def _metrics_for(self, cluster: str) -> _ClusterMetrics:
         m = self._cluster_metrics.get(cluster)
         if m is None:
             m = self._cluster_metrics[cluster] = _ClusterMetrics(self._batch, self.name, cluster)
         return m
-
-    async def _process(self, req: Request, task: asyncio.Task[Any]) -> None:
-        cluster = req.cluster_name
-        queue = self.queue
-        if cluster not in self._engagements and self._ever_engaged:
-            queue.forget(req)
-            log.debug("dropping %s: cluster %r is not engaged", req, cluster, extra={"controller": self.name})
-            return
-        m = self._cluster_metrics.get(cluster) or self._metrics_for(cluster)
-        self._inflight[req] = task
-        token = _current_cluster.set(cluster)
-        fields = {"controller": self.name, "cluster": cluster, "namespace": req.namespace, "name": req.name}
-        log_cm = None
-        if _log_fields is not None:
-            log_token = _log_fields.set({**_log_fields.get(), **fields})
-        else:
-            log_cm = log_context(**fields)
-            log_cm.__enter__()
-        start = time.perf_counter()
-        try:
-            try:
-                if self.reconcile_timeout is None:
-                    result = await self._reconcile(req)
-                else:
-                    async with asyncio.timeout(self.reconcile_timeout):
-                        result = await self._reconcile(req)
-            except asyncio.CancelledError:
-                if req in self._aborted:
-                    self._aborted.discard(req)
-                    if task.uncancel() == 0:
-                        queue.forget(req)
-                        log.info("reconcile cancelled: cluster disengaged")
-                        return
-                raise
-            except TerminalError:
-                queue.forget(req)
-                m.error.inc()
-                m.errors.inc()
-                m.terminal.inc()
-                log.exception("terminal reconciler error (not requeued)")
-                return
-            except ClusterNotFoundError as exc:
-                queue.forget(req)
-                m.success.inc()
-                log.debug("dropping request: %s", exc)
-                return
-            except Exception as exc:
-                queue.add_rate_limited(req)
-                m.error.inc()
-                m.errors.inc()
-                if isinstance(exc, TimeoutError) and self.reconcile_timeout is not None:
-                    m.timeouts.inc()
-                log.exception("reconciler error")
-                return
-            if result is None:
-                queue.forget(req)
-                m.success.inc()
-            else:
-                self._handle_result(req, result, m)
-        finally:
-            m.time.observe(time.perf_counter() - start)
-            if log_cm is None:
-                _log_fields.reset(log_token)  # type: ignore[union-attr]
-            else:
-                log_cm.__exit__(None, None, None)
-            _current_cluster.reset(token)
-            if self._inflight.get(req) is task:
-                del self._inflight[req]
-            if self._aborted and req in self._aborted:
-                # Disengagement cancelled us, but the reconciler finished anyway (it swallowed
-                # the cancellation, or finished first): take the cancellation back.
-                self._aborted.discard(req)
-                task.uncancel()
 
     def _handle_result(self, req: Request, result: object, m: _ClusterMetrics) -> None:
         queue = self.queue

@@ -37,6 +37,8 @@ __all__ = [
 
 log = logging.getLogger("mcr.handler")
 
+_new_request = tuple.__new__
+
 
 class Queue(Protocol):
     """What a handler adds requests to (the controller's :class:`mcr.workqueue.WorkQueue`)."""
@@ -85,7 +87,8 @@ class EnqueueRequestForObject:
             m = meta(obj)
         name = m.get("name")
         if name:
-            queue.add(Request(m.get("namespace") or "", name, cluster_name), priority)
+            # Request(namespace, name, cluster_name) without the namedtuple's Python-level __new__.
+            queue.add(_new_request(Request, (m.get("namespace") or "", name, cluster_name)), priority)
 
     def update(self, cluster_name: str, old: Any, new: Any, queue: Queue, priority: int) -> None:
         req = _request_for(cluster_name, new if new is not None else old)

@@ -36,6 +36,7 @@ from typing import Any, Generic, TypeVar
 
 from mcr import metrics
 from mcr._metricbatch import Batch
+from mcr._metricbatch import observe as _observe
 from mcr.ratelimit import RateLimiter, cluster_of, default_controller_rate_limiter
 
 __all__ = ["LOW_PRIORITY", "QueueShutDown", "WorkQueue"]
@@ -126,7 +127,13 @@ class WorkQueue(Generic[T]):
         # _push, inlined: this is the path of every new event.
         seq = self._seq = self._seq + 1
         self._queued[item] = (priority, seq, self._clock())
-        cluster = self._cluster_of(item)
+        if self._cluster_of is cluster_of:
+            # cluster_of, inlined for the default mapping.
+            cluster = getattr(item, "cluster_name", "")
+            if cluster.__class__ is not str and not isinstance(cluster, str):
+                cluster = ""
+        else:
+            cluster = self._cluster_of(item)
         heap = self._heaps.get(cluster)
         if heap is None:
             heap = self._heaps[cluster] = []
@@ -215,8 +222,10 @@ class WorkQueue(Generic[T]):
     def done(self, item: T) -> None:
         """Mark ``item`` processed; if it was added meanwhile, queue it again."""
         start = self._processing.pop(item, None)
-        if start is not None and self._metrics is not None:
-            self._metrics.work_duration.observe(self._clock() - start)
+        if start is not None:
+            m = self._metrics
+            if m is not None:
+                _observe(m.work_duration, self._clock() - start)
         if self._dirty:
             priority = self._dirty.pop(item, None)
             if priority is not None and not self._shutting_down:
@@ -339,8 +348,9 @@ class WorkQueue(Generic[T]):
             del queued[item]
             now = self._clock()
             self._processing[item] = now
-            if self._metrics is not None:
-                self._metrics.queue_duration.observe(now - found[2])
+            m = self._metrics
+            if m is not None:
+                _observe(m.queue_duration, now - found[2])
             return item
         return _NOTHING
 
