@@ -4,8 +4,10 @@ initial events, selector transitions, faults)."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -15,7 +17,7 @@ from aiohttp import web
 from . import errors, table
 from .handlers import JSON, Ctx, json_response
 from .selectors import Selector, parse_field_selector, parse_label_selector
-from .store import Event, decode_continue, encode_continue
+from .store import Event, ListSnapshot, decode_continue, encode_continue
 
 if TYPE_CHECKING:
     from .handlers import Api
@@ -144,6 +146,21 @@ def _selector(ctx: Ctx) -> Selector:
     return Selector(ctx.namespace or None, parse_label_selector(q.get("labelSelector")), fields)
 
 
+def _match(entries: Iterable[tuple[dict[str, Any], bytes | None]], sel: Selector) -> ListSnapshot:
+    """The entries ``sel`` matches (kept in order) with their (namespace, name) keys."""
+    filtering = sel.labels is not None or sel.fields is not None
+    keys: list[tuple[str, str]] = []
+    out: list[tuple[dict[str, Any], bytes | None]] = []
+    for entry in entries:
+        obj = entry[0]
+        if filtering and not sel.matches(obj):
+            continue
+        meta = obj["metadata"]
+        keys.append((meta.get("namespace", ""), meta["name"]))
+        out.append(entry)
+    return ListSnapshot(keys, out)
+
+
 async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
     q = ctx.query
     info = ctx.info
@@ -222,46 +239,54 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
             raise errors.bad_request(f'limit: Invalid value: "{q["limit"]}"') from None
     sel = _selector(ctx)
     ns = ctx.namespace or None
-    start: tuple[str, str] | None = None
-    entries: list[tuple[dict[str, Any], bytes | None]]
+    # the list result is cached per (RV, resource, namespace, selector) so continue pages are cheap
+    cache_key = (
+        info.group,
+        info.plural,
+        ns,
+        q.get("labelSelector", ""),
+        q.get("fieldSelector", ""),
+        ctx.name,
+    )
+    start_i = 0
+    snap: ListSnapshot | None
     if cont:
         list_rv, start_s = decode_continue(cont)
         ns_s, _, name_s = start_s.partition("/")
-        start = (ns_s, name_s)
-        try:
-            objs = store.state_at(info.group, info.plural, ns, list_rv)
-        except errors.StatusError:
-            raise errors.expired(
-                "The provided continue parameter is too old to display a consistent list result. You can "
-                "start a new list without the continue parameter, or use the continue value from the "
-                "response to get a consistent list result.",
-                metadata={"continue": encode_continue(-1, start_s)},
-            ) from None
-        entries = [(o, None) for o in objs]
+        snap = store.list_snapshot_get(list_rv, cache_key)
+        if snap is None:
+            try:
+                snap = _match(store.entries_at(info.group, info.plural, ns, list_rv), sel)
+            except errors.StatusError:
+                raise errors.expired(
+                    "The provided continue parameter is too old to display a consistent list result. You "
+                    "can start a new list without the continue parameter, or use the continue value from "
+                    "the response to get a consistent list result.",
+                    metadata={"continue": encode_continue(-1, start_s)},
+                ) from None
+        start_i = bisect.bisect_right(snap.keys, (ns_s, name_s))
     elif rv and rvm == "Exact":
         list_rv = _parse_rv(rv)
         await _wait_for_rv(api, list_rv)
-        entries = [(o, None) for o in store.state_at(info.group, info.plural, ns, list_rv)]
+        snap = store.list_snapshot_get(list_rv, cache_key)
+        if snap is None:
+            snap = _match(store.entries_at(info.group, info.plural, ns, list_rv), sel)
     else:
         if rv and rv != "0":
             await _wait_for_rv(api, _parse_rv(rv))
         list_rv = store.rv
-        entries = list(store.list_entries(info.group, info.plural, ns))
-    matched: list[tuple[dict[str, Any], bytes | None]] = []
-    for obj, raw in entries:
-        meta = obj["metadata"]
-        if start is not None and (meta.get("namespace", ""), meta["name"]) <= start:
-            continue
-        if (sel.labels is not None or sel.fields is not None) and not sel.matches(obj):
-            continue
-        matched.append((obj, raw))
+        snap = store.list_snapshot_get(list_rv, cache_key)
+        if snap is None:
+            snap = _match(store.list_entries(info.group, info.plural, ns), sel)
+    total = len(snap.entries)
+    end = min(total, start_i + limit) if limit else total
+    matched = snap.entries[start_i:end]
     next_token: str | None = None
-    remaining = 0
-    if limit and len(matched) > limit:
-        remaining = len(matched) - limit
-        matched = matched[:limit]
-        last = matched[-1][0]["metadata"]
-        next_token = encode_continue(list_rv, f"{last.get('namespace', '')}/{last['name']}")
+    remaining = total - end
+    if remaining > 0:
+        ns_l, name_l = snap.keys[end - 1]
+        next_token = encode_continue(list_rv, f"{ns_l}/{name_l}")
+        store.list_snapshot_put(list_rv, cache_key, snap)
     rv_s = str(list_rv)
     if ctx.output == "table":
         return json_response(

@@ -14,6 +14,12 @@ Read API other modules rely on (e.g. the RBAC authorizer):
   resource, all namespaces when ``namespace`` is None, ordered by (namespace, name).
 * ``store.by_uid(uid) -> (group, resource, namespace, name) | None``.
 
+Paginated lists keep a small LRU of :class:`ListSnapshot` (``list_snapshot_get``/``_put``): the
+sorted, filtered result of one list at one RV, so every continue page costs O(log n + page size)
+instead of rebuilding the state at that RV. A state at an RV never changes, so an entry stays
+valid until its RV falls below ``floor`` (history trimmed, :meth:`Store.compact`, :meth:`Store.load`),
+when it is dropped and the list answers 410 as before.
+
 The store is not thread-safe: it is used from the server's event loop only, and a write is a
 plain synchronous call, so no reader ever sees a half-applied write.
 """
@@ -23,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +38,7 @@ import orjson
 
 from . import errors
 
-__all__ = ["Event", "Store", "Watcher"]
+__all__ = ["Event", "ListSnapshot", "Store", "Watcher"]
 
 Key = tuple[str, str]  # (group, resource)
 ObjKey = tuple[str, str, str, str]  # (group, resource, namespace, name)
@@ -127,6 +133,18 @@ class Watcher:
         return batch
 
 
+@dataclass(slots=True, eq=False)
+class ListSnapshot:
+    """The matched objects of one list at one RV, ordered by (namespace, name).
+
+    ``keys[i]`` is the (namespace, name) of ``entries[i]``; ``raw`` is None when the object's JSON
+    was not at hand. Shared by every page of that list: never mutate it.
+    """
+
+    keys: list[tuple[str, str]]
+    entries: list[tuple[dict[str, Any], bytes | None]]
+
+
 def encode_continue(rv: int, start: str) -> str:
     """An opaque continue token: base64url of upstream's ``{"v","rv","start"}`` shape."""
     raw = orjson.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
@@ -164,6 +182,8 @@ class Store:
         self._watchers: dict[Key, set[Watcher]] = {}
         self.listeners: list[Callable[[Event], None]] = []
         self.max_watch_pending = 1_000_000
+        self.list_cache_size = 8
+        self._list_cache: OrderedDict[tuple[int, Any], ListSnapshot] = OrderedDict()
 
     # ----------------------------------------------------------------- reads
     def get(self, group: str, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -217,11 +237,20 @@ class Store:
 
         Raises StatusError 410 Expired when ``rv`` is older than the kept history.
         """
+        return [obj for obj, _ in self.entries_at(group, resource, namespace, rv)]
+
+    def entries_at(
+        self, group: str, resource: str, namespace: str | None, rv: int
+    ) -> list[tuple[dict[str, Any], bytes | None]]:
+        """Like :meth:`state_at` with each object's JSON (None for a state older than the current one).
+
+        Raises StatusError 410 Expired when ``rv`` is older than the kept history.
+        """
         if rv < self.floor:
             raise errors.expired(f"too old resource version: {rv} ({self.floor})")
-        current: dict[tuple[str, str], dict[str, Any]] = {
-            (o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
-            for o in self.list_objects(group, resource, namespace)
+        current: dict[tuple[str, str], tuple[dict[str, Any], bytes | None]] = {
+            (e[0]["metadata"].get("namespace", ""), e[0]["metadata"]["name"]): e
+            for e in self.list_entries(group, resource, namespace)
         }
         for ev in reversed(self._history):
             if ev.rv <= rv:
@@ -234,8 +263,40 @@ class Store:
             if ev.prev is None:
                 current.pop(k, None)
             else:
-                current[k] = ev.prev
+                current[k] = (ev.prev, None)
         return [current[k] for k in sorted(current)]
+
+    def list_snapshot_get(self, rv: int, key: Any) -> ListSnapshot | None:
+        """The cached list result for (``rv``, ``key``), or None (also when ``rv`` is expired)."""
+        if rv < self.floor:
+            self._prune_list_cache()
+            return None
+        snap = self._list_cache.get((rv, key))
+        if snap is not None:
+            self._list_cache.move_to_end((rv, key))
+        return snap
+
+    def list_snapshot_put(self, rv: int, key: Any, snap: ListSnapshot) -> None:
+        """Keep ``snap`` as the list result for (``rv``, ``key``), evicting the least recently used.
+
+        Ignored when ``rv`` is expired or later than the current RV (a state that may still change).
+        """
+        self._prune_list_cache()
+        if rv < self.floor or rv > self.rv or self.list_cache_size <= 0:
+            return
+        self._list_cache[(rv, key)] = snap
+        self._list_cache.move_to_end((rv, key))
+        while len(self._list_cache) > self.list_cache_size:
+            self._list_cache.popitem(last=False)
+
+    def list_snapshot_count(self) -> int:
+        """Number of cached list results (for tests and diagnostics)."""
+        return len(self._list_cache)
+
+    def _prune_list_cache(self) -> None:
+        floor = self.floor
+        for k in [k for k in self._list_cache if k[0] < floor]:
+            del self._list_cache[k]
 
     # ----------------------------------------------------------------- writes
     def commit(self, group: str, resource: str, obj: dict[str, Any]) -> Event:
@@ -359,6 +420,7 @@ class Store:
         """Drop the whole history: every RV before the current one now answers 410."""
         self._history.clear()
         self.floor = self.rv
+        self._list_cache.clear()
 
     # ----------------------------------------------------------------- persistence
     def dump(self) -> dict[str, Any]:
@@ -376,6 +438,7 @@ class Store:
         self._uids.clear()
         self._dependents.clear()
         self._history.clear()
+        self._list_cache.clear()
         for item in data.get("objects", []):
             obj = item["object"]
             meta = obj["metadata"]
