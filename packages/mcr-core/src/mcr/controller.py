@@ -38,7 +38,7 @@ from mcr.log import log_context
 from mcr.ratelimit import RateLimiter
 from mcr.reconcile import Request, Result, _current_cluster, as_reconcile_func
 from mcr.source import Channel, Kind, kind_name
-from mcr.workqueue import QueueShutDown, WorkQueue
+from mcr.workqueue import _NOTHING, QueueShutDown, WorkQueue
 
 if TYPE_CHECKING:
     from mcr.cache.handlers import Registration
@@ -334,7 +334,8 @@ class Controller:
         queue = self.queue
         task = asyncio.current_task()
         assert task is not None
-        get_nowait = queue.get_nowait
+        pop = queue._pop  # queue.get_nowait() without the extra call (same package)
+        nothing = _NOTHING
         done = queue.done
         engagements = self._engagements
         cluster_metrics = self._cluster_metrics
@@ -350,8 +351,9 @@ class Controller:
         outer: Mapping[str, object] | None = None
         prefixes: dict[str, dict[str, object]] = {}
         while True:
-            req = get_nowait()  # no coroutine per item while work is queued
-            if req is None:
+            # No coroutine per item while work is queued.
+            req: Request = nothing if queue._shutting_down else pop()  # type: ignore[assignment]
+            if req is nothing:
                 try:
                     req = await queue.get()
                 except QueueShutDown:
@@ -423,7 +425,10 @@ class Controller:
                         continue
                     if result is None:
                         queue.rate_limiter.forget(req)  # queue.forget(req), one call less
-                        m.success.inc()
+                        success = m.success  # success.inc(), inlined
+                        success.pending += 1.0
+                        if success._batch._timer is None:
+                            success._batch.touch()
                     else:
                         self._handle_result(req, result, m)
                 finally:

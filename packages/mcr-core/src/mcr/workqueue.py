@@ -140,7 +140,10 @@ class WorkQueue(Generic[T]):
             self._rr.append(cluster)
         heappush(heap, (-priority, seq, item))
         if m is not None:
-            m.adds.inc()
+            adds = m.adds  # adds.inc(), inlined
+            adds.pending += 1.0
+            if adds._batch._timer is None:
+                adds._batch.touch()
         if self._getters:
             self._wake_one()
 
