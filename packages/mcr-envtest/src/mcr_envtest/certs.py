@@ -67,6 +67,8 @@ class CA:
                 ),
                 critical=True,
             )
+            # Key identifiers: strict X.509 verification (Python 3.13's default) requires them.
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
             .sign(self._key, hashes.SHA256())
         )
         self.cert_pem = self.cert.public_bytes(serialization.Encoding.PEM)
@@ -88,6 +90,10 @@ class CA:
                     [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
                 ),
                 critical=False,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False
             )
         )
         if hosts:
