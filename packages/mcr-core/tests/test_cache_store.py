@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,8 @@ def cm(ns: str, name: str, **labels: str) -> dict[str, object]:
     return {"metadata": {"namespace": ns, "name": name, "labels": labels}}
 
 
-def by_app(obj: dict[str, object]) -> list[str]:
-    labels = obj["metadata"]["labels"]  # type: ignore[index]
+def by_app(obj: dict[str, Any]) -> list[str]:
+    labels = obj["metadata"]["labels"]
     return [labels["app"]] if "app" in labels else []
 
 

@@ -171,7 +171,7 @@ async def test_merge_and_json_patch(client: Client) -> None:
     out = await client.patch(out, patch=[{"op": "remove", "path": "/data/k"}], patch_type="json")
     assert out["data"] == {"n": "1"}
     with pytest.raises(ValueError, match="patch_type"):
-        await client.patch(out, patch={}, patch_type="nope")  # type: ignore[arg-type]
+        await client.patch(out, patch={}, patch_type="nope")  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
 
 
 async def test_list_selectors_and_pagination(apiserver: Any, client: Client) -> None:

@@ -121,7 +121,7 @@ async def test_map_func_rejects_bad_items_and_names_them(caplog: pytest.LogCaptu
     q: WorkQueue[Request] = WorkQueue()
 
     def bad(o: dict[str, Any]) -> list[Any]:
-        return [Request("ns", "ok"), ("ns", "tuple"), Request("ns", "x", 42)]  # type: ignore[arg-type]
+        return [Request("ns", "ok"), ("ns", "tuple"), Request("ns", "x", 42)]  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
 
     h = EnqueueRequestsFromMapFunc(bad)
     with caplog.at_level(logging.ERROR, logger="mcr.handler"):
@@ -134,4 +134,4 @@ async def test_map_func_rejects_bad_items_and_names_them(caplog: pytest.LogCaptu
 
 def test_map_func_needs_a_function() -> None:
     with pytest.raises(TypeError, match="needs a function"):
-        EnqueueRequestsFromMapFunc("nope")  # type: ignore[arg-type]
+        EnqueueRequestsFromMapFunc("nope")  # type: ignore[arg-type]  # deliberately wrong: the test checks the error

@@ -34,11 +34,11 @@ async def _lease(t: Transport) -> dict[str, Any]:
 
 def test_timings_are_validated() -> None:
     with pytest.raises(ValueError, match="lease_duration"):
-        LeaderElector(None, name="x", namespace="d", identity="i", lease_duration=5, renew_deadline=5)  # type: ignore[arg-type]
+        LeaderElector(None, name="x", namespace="d", identity="i", lease_duration=5, renew_deadline=5)  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
     with pytest.raises(ValueError, match="retry_period"):
-        LeaderElector(None, name="x", namespace="d", identity="i", renew_deadline=2, retry_period=2)  # type: ignore[arg-type]
+        LeaderElector(None, name="x", namespace="d", identity="i", renew_deadline=2, retry_period=2)  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
     with pytest.raises(ValueError, match="namespace"):
-        LeaderElector(None, name="x", namespace="", identity="i")  # type: ignore[arg-type]
+        LeaderElector(None, name="x", namespace="", identity="i")  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
     assert MICRO.match(format_micro_time())
 
 

@@ -7,6 +7,8 @@ import io
 import orjson
 import pytest
 
+from mcr_envtest import ServerThread
+
 from .conftest import Raw
 
 CM = "/api/v1/namespaces/default/configmaps"
@@ -189,7 +191,7 @@ async def test_too_large_resource_version_is_504(raw: Raw) -> None:
     assert body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
 
 
-async def test_unauthenticated_is_401(apiserver) -> None:  # type: ignore[no-untyped-def]
+async def test_unauthenticated_is_401(apiserver: ServerThread) -> None:
     r = Raw(apiserver, token="wrong")
     try:
         status, body = await r.json("GET", CM)

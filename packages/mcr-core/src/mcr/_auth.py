@@ -336,8 +336,8 @@ class ProviderCredentials(Credentials):
         conf = Configuration()
         try:
             # The loader mutates our private kubeconfig copy in place (refreshed id-tokens stay).
-            loader = KubeConfigLoader(self._kubeconfig, self._context)  # type: ignore[no-untyped-call]
-            await loader.load_and_set(conf)  # type: ignore[no-untyped-call]
+            loader = KubeConfigLoader(self._kubeconfig, self._context)  # type: ignore[no-untyped-call]  # kubernetes.aio's loader has no type hints
+            await loader.load_and_set(conf)  # type: ignore[no-untyped-call]  # kubernetes.aio's loader has no type hints
         except (ConfigException, ValueError, KeyError, TypeError, OSError, RuntimeError) as exc:
             # the loader raises assorted types; report them as config errors (without the values)
             raise ConfigError(

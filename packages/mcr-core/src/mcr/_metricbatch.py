@@ -60,7 +60,7 @@ class BatchedHistogram:
             and len(bounds) == len(self._buckets)
             and self._sum is not None
         )
-        self.bounds: list[float] = [] if self.direct else list(bounds)  # type: ignore[arg-type]
+        self.bounds: list[float] = [] if self.direct else list(bounds)  # type: ignore[arg-type]  # prometheus_client keeps bucket bounds untyped
         self.counts = [0] * len(self.bounds)
         self.total = 0.0
 
@@ -78,10 +78,10 @@ class BatchedHistogram:
             return
         counts, self.counts = self.counts, [0] * len(self.bounds)
         total, self.total = self.total, 0.0
-        for bucket, n in zip(self._buckets, counts, strict=True):  # type: ignore[arg-type]
+        for bucket, n in zip(self._buckets, counts, strict=True):  # type: ignore[arg-type]  # prometheus_client's private bucket list is untyped
             if n:
                 bucket.inc(n)
-        self._sum.inc(total)  # type: ignore[union-attr]
+        self._sum.inc(total)  # type: ignore[union-attr]  # set together with _buckets for non-direct histograms
 
 
 def observe(h: BatchedHistogram, value: float) -> None:

@@ -352,7 +352,7 @@ class Controller:
         prefixes: dict[str, dict[str, object]] = {}
         while True:
             # No coroutine per item while work is queued.
-            req: Request = nothing if queue._shutting_down else pop()  # type: ignore[assignment]
+            req: Request = nothing if queue._shutting_down else pop()  # type: ignore[assignment]  # the sentinel stands for 'no item'; checked below
             if req is nothing:
                 try:
                     req = await queue.get()
@@ -434,7 +434,7 @@ class Controller:
                 finally:
                     observe(m.time, perf_counter() - start)
                     if log_cm is None:
-                        _log_fields.reset(log_token)  # type: ignore[union-attr]
+                        _log_fields.reset(log_token)  # type: ignore[union-attr]  # set only when mcr.log exposes its ContextVar (checked at import)
                     else:
                         log_cm.__exit__(None, None, None)
                     reset_cluster(token)

@@ -273,7 +273,7 @@ def gvk_of(kind_like: object) -> GVK:
             raise ValueError("object has no apiVersion and kind; pass the kind explicitly")
         return GVK.from_api_version(str(api_version), str(kind))
     if is_model_class(kind_like):
-        return _gvk_of_model_class(kind_like)  # type: ignore[arg-type]
+        return _gvk_of_model_class(kind_like)  # type: ignore[arg-type]  # narrowed by is_model_class above
     if _is_model_instance(kind_like):
         api_version = getattr(kind_like, "api_version", None)
         kind = getattr(kind_like, "kind", None)
@@ -304,7 +304,7 @@ def to_dict(obj: object) -> dict[str, Any]:
     if isinstance(obj, Mapping):
         return dict(obj)
     if _is_model_instance(obj):
-        d: dict[str, Any] = obj.model_dump(by_alias=True, exclude_none=True, mode="json")  # type: ignore[attr-defined]
+        d: dict[str, Any] = obj.model_dump(by_alias=True, exclude_none=True, mode="json")  # type: ignore[attr-defined]  # pydantic models of the kubernetes package are untyped here
         if "kind" not in d or "apiVersion" not in d:
             try:
                 gvk = _gvk_of_model_class(type(obj))
@@ -318,10 +318,10 @@ def to_dict(obj: object) -> dict[str, Any]:
 
 def to_model(cls: type[M], d: Mapping[str, Any]) -> M:
     """Build a model of class ``cls`` from the wire-form dict ``d``."""
-    result = cls.from_dict(dict(d))  # type: ignore[attr-defined]
+    result = cls.from_dict(dict(d))  # type: ignore[attr-defined]  # kubernetes models define from_dict; the package ships no stubs
     if result is None:  # pragma: no cover - from_dict returns None only for None input
         raise ValueError(f"cannot build {cls.__name__} from an empty object")
-    return result  # type: ignore[no-any-return]
+    return result  # type: ignore[no-any-return]  # from_dict returns the model class given
 
 
 def object_key(obj: object) -> tuple[str, str]:

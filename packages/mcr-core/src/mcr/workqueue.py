@@ -220,7 +220,7 @@ class WorkQueue(Generic[T]):
         if self._shutting_down:
             return None
         item = self._pop()
-        return None if item is _NOTHING else item  # type: ignore[return-value]
+        return None if item is _NOTHING else item  # type: ignore[return-value]  # _pop returns T or the sentinel
 
     def done(self, item: T) -> None:
         """Mark ``item`` processed; if it was added meanwhile, queue it again."""

@@ -55,7 +55,7 @@ def sub_schema(schema: dict[str, Any] | None, key: str) -> dict[str, Any] | None
     schema = _schema.resolve(schema)
     props = schema.get("properties")
     if isinstance(props, dict) and isinstance(props.get(key), dict):
-        return props[key]  # type: ignore[no-any-return]
+        return props[key]  # type: ignore[no-any-return]  # schemas are decoded JSON
     addl = schema.get("additionalProperties")
     return addl if isinstance(addl, dict) else None
 

@@ -117,7 +117,7 @@ class Client:
             name = name or meta.get("name")
             namespace = namespace or meta.get("namespace")
         else:
-            cls = kind_or_obj if is_model_class(kind_or_obj) else None  # type: ignore[assignment]
+            cls = kind_or_obj if is_model_class(kind_or_obj) else None  # type: ignore[assignment]  # a model class when is_model_class says so
             m = await self.rest_mapper.resolve(kind_or_obj)
         if not name:
             raise ValueError(f"no name given for {m.gvk}")
@@ -147,7 +147,7 @@ class Client:
 
     def _as(self, kind: object, obj: Any) -> Any:
         if is_model_class(kind) and isinstance(obj, Mapping):
-            return to_model(kind, obj)  # type: ignore[arg-type]
+            return to_model(kind, obj)  # type: ignore[arg-type]  # kind is a model class on this branch
         return obj
 
     def _field_manager(self, field_manager: str | None) -> str | None:
