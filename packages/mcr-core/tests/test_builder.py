@@ -141,6 +141,6 @@ def test_engage_options_per_watch_and_cluster_filter() -> None:
     assert (hub.engage_local, hub.engage_provider) == (True, False)
     assert (spokes.engage_local, spokes.engage_provider) == (True, True)
     assert spokes.should_engage("", None)  # type: ignore[arg-type]  # the filter applies to provider clusters only
-    assert spokes.should_engage("prod-1", None)  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
-    assert not spokes.should_engage("dev-1", None)  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
-    assert not hub.should_engage("prod-1", None)  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
+    assert spokes.should_engage("prod-1", None)  # type: ignore[arg-type]  # the filter reads only the name
+    assert not spokes.should_engage("dev-1", None)  # type: ignore[arg-type]  # the filter reads only the name
+    assert not hub.should_engage("prod-1", None)  # type: ignore[arg-type]  # the filter reads only the name

@@ -68,7 +68,7 @@ async def _run(mgr: Manager) -> asyncio.Task[None]:
 async def test_stop_order_runnables_then_leaders_then_provider() -> None:
     journal: list[str] = []
     provider = Provider(journal)
-    mgr = Manager(provider=provider, metrics_bind_address="0")  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
+    mgr = Manager(provider=provider, metrics_bind_address="0")  # type: ignore[arg-type]  # a journaling stand-in provider
     mgr.add(Tracked("leader", journal, leader=True))
     mgr.add(Tracked("other", journal, leader=False))
     task = await _run(mgr)
