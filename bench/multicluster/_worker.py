@@ -212,7 +212,7 @@ class RawReader:
 
 async def run_floor(entries: list[dict[str, Any]], rec: Recorder) -> tuple[Any, Any]:
     import aiohttp  # noqa: F401  (imported before the baseline, as mcr's import is)
-    import orjson  # noqa: F401
+    import orjson  # noqa: F401  (imported before the baseline, as mcr's import is)
 
     gc.set_threshold(50_000, 20, 100)  # mcr's default GCPolicy thresholds
     await asyncio.sleep(0.2)

@@ -172,7 +172,7 @@ async def _file_provider(entry: dict[str, Any], runs: int, interval: float) -> l
             out.append(seen.first[name] - start)
             path.unlink()
             await eventually(
-                lambda gone=name: gone not in bench_ctrl.clusters(),  # type: ignore[misc]
+                lambda gone=name: gone not in bench_ctrl.clusters(),  # type: ignore[misc]  # default-arg binding of the loop variable
                 timeout=60,
                 interval=0.01,
                 message=f"{name} disengaged",

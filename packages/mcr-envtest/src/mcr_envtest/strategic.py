@@ -16,6 +16,8 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from . import _schema
+from ._fieldpath import item_schema as _items
+from ._fieldpath import sub_schema
 
 if TYPE_CHECKING:
     from .resources import ResourceInfo
@@ -45,24 +47,6 @@ def strategic_merge(info: ResourceInfo, original: dict[str, Any], patch: dict[st
         raise ValueError('"$patch": "delete" may not delete the whole object')
     assert isinstance(result, dict)
     return result
-
-
-def _sub_schema(schema: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
-    if schema is None:
-        return None
-    schema = _schema.resolve(schema)
-    props = schema.get("properties")
-    if isinstance(props, dict) and isinstance(props.get(key), dict):
-        return props[key]  # type: ignore[no-any-return]  # schemas are decoded JSON
-    addl = schema.get("additionalProperties")
-    return addl if isinstance(addl, dict) else None
-
-
-def _items(schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    if schema is None:
-        return None
-    items = _schema.resolve(schema).get("items")
-    return items if isinstance(items, dict) else None
 
 
 def _list_meta(schema: dict[str, Any] | None) -> tuple[bool, str | None]:
@@ -108,7 +92,7 @@ def _merge_map(original: Any, patch: dict[str, Any], schema: dict[str, Any] | No
             continue
         if key.startswith("$"):
             raise ValueError(f"{_where(path)}: unknown patch directive {key!r}")
-        sub = _sub_schema(schema, key)
+        sub = sub_schema(schema, key)
         sub_path = f"{path}.{key}" if path else key
         if value is None:
             result.pop(key, None)
@@ -129,7 +113,7 @@ def _merge_map(original: Any, patch: dict[str, Any], schema: dict[str, Any] | No
     for key, order in orders.items():
         current = result.get(key)
         if isinstance(current, list):
-            _, merge_key = _list_meta(_sub_schema(schema, key))
+            _, merge_key = _list_meta(sub_schema(schema, key))
             result[key] = _apply_order(current, order, merge_key)
     if retain is not None:
         for key in [k for k in result if k not in retain]:
