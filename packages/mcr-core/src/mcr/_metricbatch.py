@@ -6,16 +6,24 @@ the totals to the real metric children at most ``interval`` seconds later (one l
 batch, armed only while something is pending), or when :meth:`Batch.flush` is called (on stop,
 on demand). Values seen by a scrape are therefore at most ``interval`` old; nothing is lost.
 
+A histogram observation is one ``list.append``: the values are bucketed when flushed, in bulk
+(sorted once in C, then one binary search per bucket bound), and at the latest every
+:data:`MAX_PENDING` values, which bounds the memory a batch holds.
+
 A batch belongs to one event loop. Without a running loop every update is flushed at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
+import math
+from bisect import bisect_right
 from typing import Any
 
-__all__ = ["Batch", "BatchedCounter", "BatchedHistogram", "observe"]
+__all__ = ["MAX_PENDING", "Batch", "BatchedCounter", "BatchedHistogram", "observe"]
+
+MAX_PENDING = 4096
+"""Pending observations after which a histogram folds them into Prometheus without waiting."""
 
 
 class BatchedCounter:
@@ -40,13 +48,13 @@ class BatchedCounter:
 
 
 class BatchedHistogram:
-    """A histogram child's pending observations, bucketed locally.
+    """A histogram child's pending observations (``values``), bucketed when flushed.
 
     Uses the child's bucket bounds and values (prometheus_client attributes ``_upper_bounds``,
     ``_buckets``, ``_sum``); if they are not there, observes directly instead.
     """
 
-    __slots__ = ("_batch", "_buckets", "_sum", "bounds", "child", "counts", "direct", "total")
+    __slots__ = ("_batch", "_buckets", "_sum", "bounds", "child", "direct", "values")
 
     def __init__(self, batch: Batch, child: Any) -> None:
         self._batch = batch
@@ -58,44 +66,50 @@ class BatchedHistogram:
             isinstance(bounds, list)
             and isinstance(self._buckets, list)
             and len(bounds) == len(self._buckets)
+            and bounds
+            and bounds[-1] == math.inf
             and self._sum is not None
         )
         self.bounds: list[float] = [] if self.direct else list(bounds)  # type: ignore[arg-type]  # prometheus_client keeps bucket bounds untyped
-        self.counts = [0] * len(self.bounds)
-        self.total = 0.0
+        self.values: list[float] = []
 
     def observe(self, value: float) -> None:
-        if self.direct:
-            self.child.observe(value)
-            return
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.total += value
-        if self._batch._timer is None:
-            self._batch.touch()
+        observe(self, value)
 
     def flush(self) -> None:
-        if self.direct or not any(self.counts):
+        values = self.values
+        if not values:
             return
-        counts, self.counts = self.counts, [0] * len(self.bounds)
-        total, self.total = self.total, 0.0
-        for bucket, n in zip(self._buckets, counts, strict=True):  # type: ignore[arg-type]  # prometheus_client's private bucket list is untyped
-            if n:
-                bucket.inc(n)
-        self._sum.inc(total)  # type: ignore[union-attr]  # set together with _buckets for non-direct histograms
+        self.values = []
+        values.sort()
+        total = len(values)
+        below = 0
+        # Prometheus buckets are stored per bucket (an observation increments the first bucket
+        # whose bound is >= the value); the last bound is +Inf, so every value lands somewhere.
+        for bucket, bound in zip(self._buckets, self.bounds, strict=True):  # type: ignore[arg-type]  # prometheus_client's private bucket list is untyped
+            upto = bisect_right(values, bound)
+            if upto > below:
+                bucket.inc(upto - below)
+                below = upto
+                if below == total:
+                    break
+        self._sum.inc(math.fsum(values))  # type: ignore[union-attr]  # set together with _buckets for non-direct histograms
 
 
 def observe(h: BatchedHistogram, value: float) -> None:
-    """``h.observe(value)`` for hot paths: one Python call instead of a method lookup and call."""
+    """Record ``value`` in ``h``: a list append on the hot path, Prometheus within the interval."""
     if h.direct:
         h.child.observe(value)
         return
-    h.counts[bisect_left(h.bounds, value)] += 1
-    h.total += value
-    if h._batch._timer is None:
-        h._batch.touch()
-
-
-bisect_left = bisect.bisect_left
+    values = h.values
+    values.append(value)
+    n = len(values)
+    if n == 1:
+        # The first pending value arms the batch's timer (invariant: pending values => armed).
+        if h._batch._timer is None:
+            h._batch.touch()
+    elif n >= MAX_PENDING:
+        h.flush()
 
 
 class Batch:

@@ -23,20 +23,18 @@ dropped; logs and metrics carry the cluster.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import time
 import weakref
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from mcr import log as mcr_log
 from mcr import metrics
 from mcr._metricbatch import Batch, observe
 from mcr.errors import ClusterNotFoundError, TerminalError
-from mcr.log import log_context
-from mcr.ratelimit import RateLimiter
-from mcr.reconcile import Request, Result, _current_cluster, as_reconcile_func
+from mcr.log import _fields as _log_fields
+from mcr.ratelimit import ItemExponentialFailureRateLimiter, RateLimiter
+from mcr.reconcile import Request, Result, _current_request, as_reconcile_func
 from mcr.source import Channel, Kind, kind_name
 from mcr.workqueue import _NOTHING, QueueShutDown, WorkQueue
 
@@ -52,9 +50,8 @@ ClusterFilter = Callable[[str, "Cluster"], bool]
 
 _names: weakref.WeakValueDictionary[str, Controller] = weakref.WeakValueDictionary()
 
-# mcr.log keeps its context fields in one ContextVar; setting it directly costs a fraction of the
-# log_context() context manager per reconcile. Falls back to log_context if that variable moves.
-_log_fields: contextvars.ContextVar[Mapping[str, object]] | None = getattr(mcr_log, "_fields", None)
+# Log fields a worker takes from its request rather than from the surrounding context.
+_REQUEST_FIELDS = ("cluster", "namespace", "name")
 
 
 class _Engagement:
@@ -141,14 +138,20 @@ class Controller:
         self._channels: list[Channel] = []
         self._engagements: dict[str, _Engagement] = {}
         self._ever_engaged = False
-        self._inflight: dict[Request, asyncio.Task[Any]] = {}
+        # Per worker: its task and the request it is reconciling (None between requests). A slot
+        # per worker costs two stores per reconcile where a dict of in-flight requests costs three
+        # hashed operations.
+        self._worker_tasks: list[asyncio.Task[None]] = []
+        self._current: list[Request | None] = []
         self._aborted: set[Request] = set()
         self._started = False
         self._cluster_metrics: dict[str, _ClusterMetrics] = {}
         self._batch = Batch()
         metrics.MAX_CONCURRENT_RECONCILES.labels(name).set(max_concurrent_reconciles)
-        inflight = self._inflight
-        metrics.ACTIVE_WORKERS.labels(name).set_function(lambda: float(len(inflight)))
+        current = self._current
+        metrics.ACTIVE_WORKERS.labels(name).set_function(
+            lambda: float(sum(1 for req in current if req is not None))
+        )
 
     def __repr__(self) -> str:
         return f"Controller({self.name!r})"
@@ -236,8 +239,8 @@ class Controller:
         del self._engagements[eng.name]
         dropped = self.queue.forget_cluster(eng.name)
         cancelled = 0
-        for req, task in list(self._inflight.items()):
-            if req.cluster_name == eng.name and req not in self._aborted:
+        for req, task in list(zip(self._current, self._worker_tasks, strict=True)):
+            if req is not None and req.cluster_name == eng.name and req not in self._aborted:
                 self._aborted.add(req)
                 task.cancel()
                 cancelled += 1
@@ -305,8 +308,10 @@ class Controller:
             raise RuntimeError(f"controller {self.name!r} was already started")
         self._started = True
         loop = asyncio.get_running_loop()
-        workers = [
-            loop.create_task(self._worker(), name=f"mcr-worker-{self.name}-{i}")
+        self._current[:] = [None] * self.max_concurrent_reconciles
+        workers = self._worker_tasks
+        workers[:] = [
+            loop.create_task(self._worker(i), name=f"mcr-worker-{self.name}-{i}")
             for i in range(self.max_concurrent_reconciles)
         ]
         channels = [
@@ -325,11 +330,13 @@ class Controller:
                 if _names.get(self.name) is self:
                     del _names[self.name]
 
-    async def _worker(self) -> None:
+    async def _worker(self, slot: int) -> None:
         """One worker: take a request, reconcile it, record the outcome, mark it done; repeat.
 
         The per-request work is inlined here (no coroutine per request besides the reconciler's)
-        and everything that stays the same between requests is bound once.
+        and everything that stays the same between requests is bound once. The worker runs in its
+        own task, so it sets the ``controller`` log field once; per request it sets only the
+        current request (from which logs read cluster, namespace and name).
         """
         queue = self.queue
         task = asyncio.current_task()
@@ -339,17 +346,20 @@ class Controller:
         done = queue.done
         engagements = self._engagements
         cluster_metrics = self._cluster_metrics
-        inflight = self._inflight
+        current = self._current
         aborted = self._aborted
         reconcile = self._reconcile
-        set_cluster = _current_cluster.set
-        reset_cluster = _current_cluster.reset
+        set_request = _current_request.set
+        reset_request = _current_request.reset
         perf_counter = time.perf_counter
         controller = self.name
-        # The log fields of a request are its cluster's (outer fields + controller + cluster),
-        # built once per cluster and outer context, plus namespace and name.
-        outer: Mapping[str, object] | None = None
-        prefixes: dict[str, dict[str, object]] = {}
+        limiter = queue.rate_limiter
+        # The default limiter's failure history, read directly: most successes have none to drop.
+        failures = limiter._failures if type(limiter) is ItemExponentialFailureRateLimiter else None
+        outer = _log_fields.get()
+        _log_fields.set(
+            {**{k: v for k, v in outer.items() if k not in _REQUEST_FIELDS}, "controller": controller}
+        )
         while True:
             # No coroutine per item while work is queued.
             req: Request = nothing if queue._shutting_down else pop()  # type: ignore[assignment]  # the sentinel stands for 'no item'; checked below
@@ -359,7 +369,7 @@ class Controller:
                 except QueueShutDown:
                     return
             try:
-                cluster = req.cluster_name
+                cluster = req[2]  # req.cluster_name, without the property call
                 if cluster not in engagements and self._ever_engaged:
                     queue.forget(req)
                     log.debug(
@@ -370,23 +380,8 @@ class Controller:
                     )
                     continue
                 m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
-                inflight[req] = task
-                token = set_cluster(cluster)
-                log_cm = None
-                if _log_fields is not None:
-                    current = _log_fields.get()
-                    if current is not outer:
-                        outer = current
-                        prefixes.clear()
-                    prefix = prefixes.get(cluster)
-                    if prefix is None:
-                        prefix = prefixes[cluster] = {**current, "controller": controller, "cluster": cluster}
-                    log_token = _log_fields.set({**prefix, "namespace": req.namespace, "name": req.name})
-                else:
-                    log_cm = log_context(
-                        controller=controller, cluster=cluster, namespace=req.namespace, name=req.name
-                    )
-                    log_cm.__enter__()
+                current[slot] = req
+                token = set_request(req)
                 start = perf_counter()
                 try:
                     try:
@@ -424,7 +419,10 @@ class Controller:
                         log.exception("reconciler error")
                         continue
                     if result is None:
-                        queue.rate_limiter.forget(req)  # queue.forget(req), one call less
+                        if failures is None:
+                            limiter.forget(req)
+                        elif failures:
+                            failures.pop(req, None)
                         success = m.success  # success.inc(), inlined
                         success.pending += 1.0
                         if success._batch._timer is None:
@@ -433,13 +431,8 @@ class Controller:
                         self._handle_result(req, result, m)
                 finally:
                     observe(m.time, perf_counter() - start)
-                    if log_cm is None:
-                        _log_fields.reset(log_token)  # type: ignore[union-attr]  # set only when mcr.log exposes its ContextVar (checked at import)
-                    else:
-                        log_cm.__exit__(None, None, None)
-                    reset_cluster(token)
-                    if inflight.get(req) is task:
-                        del inflight[req]
+                    reset_request(token)
+                    current[slot] = None
                     if aborted and req in aborted:
                         # Disengagement cancelled us, but the reconciler finished anyway (it
                         # swallowed the cancellation, or finished first): take it back.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mcr.kinds import gvk_of
 from mcr.predicate import meta
-from mcr.reconcile import Request, _current_cluster
+from mcr.reconcile import Request, _current_request
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
@@ -208,11 +208,12 @@ class EnqueueRequestsFromMapFunc:
         self.preserve_cluster = preserve_cluster
 
     def _enqueue(self, cluster_name: str, obj: Any, queue: Queue, priority: int) -> None:
-        token = _current_cluster.set(cluster_name)
+        # current_cluster() (and log records) inside fn name the event's cluster.
+        token = _current_request.set(_new_request(Request, ("", "", cluster_name)))
         try:
             requests = self.fn(obj)
         finally:
-            _current_cluster.reset(token)
+            _current_request.reset(token)
         if not requests:
             return
         for req in requests:

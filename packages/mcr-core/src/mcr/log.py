@@ -1,10 +1,13 @@
 """Structured logging: every record logged inside a reconcile carries its controller and request.
 
 mcr logs through the standard :mod:`logging` module under the ``mcr`` logger hierarchy. Context
-fields (``controller``, ``cluster``, ``namespace``, ``name`` and any others) live in a
-:class:`contextvars.ContextVar`, so they follow the asyncio task that set them: a controller wraps
-each reconcile in :func:`log_context`, and every record logged during that reconcile — by mcr or by
-user code, through any logger — gets the fields once :class:`ContextFilter` is on the handler.
+fields (``controller``, ``cluster``, ``namespace``, ``name`` and any others) live in context
+variables, so they follow the asyncio task that set them: a controller's worker sets
+``controller`` once and the request being reconciled (:func:`mcr.reconcile.current_request`)
+around each reconcile; ``cluster``, ``namespace`` and ``name`` are read from that request when a
+record is logged. Every record logged during a reconcile — by mcr or by user code, through any
+logger — gets the fields once :class:`ContextFilter` is on the handler. Fields set with
+:func:`log_context` win over the request's.
 
 :func:`setup_logging` installs a handler with the filter and a key=value or JSON formatter. Users
 with their own handlers add ``ContextFilter()`` to them and read ``record.mcr`` (a dict) or the
@@ -25,6 +28,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal, TextIO
 
 import orjson
+
+from mcr.reconcile import _current_request
 
 __all__ = [
     "ContextFilter",
@@ -59,8 +64,27 @@ def get_logger(name: str) -> logging.Logger:
 
 
 def current_fields() -> Mapping[str, object]:
-    """The context fields set in this task (read-only view)."""
-    return _fields.get()
+    """The context fields of this task (read-only): the current request's, then :func:`log_context`'s."""
+    if _current_request.get() is None:
+        return _fields.get()
+    return types.MappingProxyType(_context_fields())
+
+
+def _context_fields() -> dict[str, object]:
+    """A new dict of the context fields: ``controller``, the current request's, then the others."""
+    fields = _fields.get()
+    req = _current_request.get()
+    if req is None:
+        return dict(fields)
+    merged: dict[str, object] = {}
+    controller = fields.get("controller")
+    if controller is not None:
+        merged["controller"] = controller
+    merged["cluster"] = req.cluster_name
+    merged["namespace"] = req.namespace
+    merged["name"] = req.name
+    merged.update(fields)
+    return merged
 
 
 @contextlib.contextmanager
@@ -89,7 +113,7 @@ class ContextFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        fields = dict(_fields.get())
+        fields = _context_fields()
         for key in _STANDARD_FIELDS:
             fields.setdefault(key, "")
         for key, value in fields.items():
@@ -101,7 +125,8 @@ class ContextFilter(logging.Filter):
 
 def _record_fields(record: logging.LogRecord) -> dict[str, object]:
     """Context fields (via the filter, or read now) plus any ``extra`` fields on the record."""
-    fields: dict[str, object] = dict(getattr(record, "mcr", None) or _fields.get())
+    recorded = getattr(record, "mcr", None)
+    fields: dict[str, object] = dict(recorded) if recorded else _context_fields()
     for key, value in record.__dict__.items():
         if key not in _RECORD_ATTRS and key not in fields:
             fields[key] = value

@@ -9,7 +9,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["ReconcileFunc", "Reconciler", "Request", "Result", "as_reconcile_func", "current_cluster"]
+__all__ = [
+    "ReconcileFunc",
+    "Reconciler",
+    "Request",
+    "Result",
+    "as_reconcile_func",
+    "current_cluster",
+    "current_request",
+]
 
 
 class _RequestFields(NamedTuple):
@@ -71,15 +79,28 @@ class Reconciler(Protocol):
     def reconcile(self, req: Request) -> Awaitable[Result | None]: ...
 
 
-_current_cluster: contextvars.ContextVar[str] = contextvars.ContextVar("mcr_current_cluster", default="")
+_current_request: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
+    "mcr_current_request", default=None
+)
+"""The request being reconciled in this task: set by the controller's workers around each reconcile
+(one variable, so a reconcile costs one set and one reset). :mod:`mcr.log` reads the request's
+cluster, namespace and name from it; tasks a reconciler creates inherit it."""
+
+
+def current_request() -> Request | None:
+    """The request being reconciled in this task (``None`` outside a reconcile)."""
+    return _current_request.get()
 
 
 def current_cluster() -> str:
     """The cluster of the request being reconciled in this task (``""`` outside a reconcile).
 
     For code that only receives a plain request or object and needs to know which cluster it is in.
+    Inside a map function of :class:`mcr.handler.EnqueueRequestsFromMapFunc` it is the event's
+    cluster.
     """
-    return _current_cluster.get()
+    req = _current_request.get()
+    return "" if req is None else req.cluster_name
 
 
 ReconcileFunc: TypeAlias = Callable[[Request], Awaitable[Result | None]]

@@ -51,11 +51,35 @@ class QueueShutDown(Exception):
     """Raised by :meth:`WorkQueue.get` once the queue is shut down."""
 
 
-# A queued item's bookkeeping is (priority, seq, added_at); its heap entry is (-priority, seq, item).
-# A heap entry is live while the item's bookkeeping carries the same seq: re-prioritising or purging
-# an item just replaces or drops the bookkeeping, and the stale heap entry is skipped when popped.
-# Plain tuples (no per-item object) keep the allocation and GC cost per item low.
-_Info = tuple[int, int, float]
+# A queued item's bookkeeping is (priority, added_at). Each cluster keeps one FIFO deque per
+# priority (highest served first), so adding and taking are O(1) whatever the backlog. Raising a
+# queued item's priority appends it to the higher deque and leaves a *stale* entry behind in the
+# lower one; stale entries are counted per item and priority and skipped when they come up (a
+# stale entry always precedes any live entry of the same item at the same priority).
+_Info = tuple[int, float]
+
+
+class _ClusterQueue(Generic[T]):
+    """One cluster's ready items: a deque per priority, ``order`` lists priorities highest first."""
+
+    __slots__ = ("levels", "name", "order")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.levels: dict[int, deque[T]] = {}
+        self.order: list[int] = []
+
+    def level(self, priority: int) -> deque[T]:
+        """The deque of ``priority``, created (in order) if missing."""
+        dq = self.levels.get(priority)
+        if dq is None:
+            dq = self.levels[priority] = deque()
+            order = self.order
+            i = 0
+            while i < len(order) and order[i] > priority:
+                i += 1
+            order.insert(i, priority)
+        return dq
 
 
 class WorkQueue(Generic[T]):
@@ -80,8 +104,9 @@ class WorkQueue(Generic[T]):
         self._clock = clock
         self._seq = 0
         self._queued: dict[T, _Info] = {}
-        self._heaps: dict[str, list[tuple[int, int, T]]] = {}
-        self._rr: deque[str] = deque()
+        self._subs: dict[str, _ClusterQueue[T]] = {}
+        self._rr: deque[_ClusterQueue[T]] = deque()
+        self._stale: dict[T, dict[int, int]] = {}
         self._processing: dict[T, float] = {}
         self._dirty: dict[T, int] = {}
         self._waiting: dict[T, tuple[float, int]] = {}
@@ -122,11 +147,13 @@ class WorkQueue(Generic[T]):
         info = self._queued.get(item)
         if info is not None:
             if priority > info[0]:
-                self._push(item, priority, info[2])
+                # The entry at the old priority goes stale; _pop skips it.
+                counts = self._stale.setdefault(item, {})
+                counts[info[0]] = counts.get(info[0], 0) + 1
+                self._push(item, priority, info[1])
             return
         # _push, inlined: this is the path of every new event.
-        seq = self._seq = self._seq + 1
-        self._queued[item] = (priority, seq, self._clock())
+        self._queued[item] = (priority, self._clock())
         if self._cluster_of is cluster_of:
             # cluster_of, inlined for the default mapping.
             cluster = getattr(item, "cluster_name", "")
@@ -134,11 +161,14 @@ class WorkQueue(Generic[T]):
                 cluster = ""
         else:
             cluster = self._cluster_of(item)
-        heap = self._heaps.get(cluster)
-        if heap is None:
-            heap = self._heaps[cluster] = []
-            self._rr.append(cluster)
-        heappush(heap, (-priority, seq, item))
+        sub = self._subs.get(cluster)
+        if sub is None:
+            sub = self._subs[cluster] = _ClusterQueue(cluster)
+            self._rr.append(sub)
+        dq = sub.levels.get(priority)
+        if dq is None:
+            dq = sub.level(priority)
+        dq.append(item)
         if m is not None:
             adds = m.adds  # adds.inc(), inlined
             adds.pending += 1.0
@@ -247,15 +277,17 @@ class WorkQueue(Generic[T]):
         requeued. Returns how many queued or waiting items were dropped.
         """
         dropped = 0
-        heap = self._heaps.pop(cluster_name, None)
-        if heap is not None:
-            self._rr.remove(cluster_name)
+        sub = self._subs.pop(cluster_name, None)
+        if sub is not None:
+            self._rr.remove(sub)
             queued = self._queued
-            for _, seq, item in heap:
-                info = queued.get(item)
-                if info is not None and info[1] == seq:
-                    del queued[item]
-                    dropped += 1
+            stale = self._stale
+            for dq in sub.levels.values():
+                for item in dq:
+                    if stale:
+                        stale.pop(item, None)
+                    if queued.pop(item, None) is not None:
+                        dropped += 1
         of = self._cluster_of
         for item in [item for item in self._waiting if of(item) == cluster_name]:
             del self._waiting[item]
@@ -317,43 +349,50 @@ class WorkQueue(Generic[T]):
     # --- internals ----------------------------------------------------------------------------
 
     def _push(self, item: T, priority: int, added_at: float) -> None:
-        seq = self._seq = self._seq + 1
-        self._queued[item] = (priority, seq, added_at)
+        self._queued[item] = (priority, added_at)
         cluster = self._cluster_of(item)
-        heap = self._heaps.get(cluster)
-        if heap is None:
-            heap = self._heaps[cluster] = []
-            self._rr.append(cluster)
-        heappush(heap, (-priority, seq, item))
+        sub = self._subs.get(cluster)
+        if sub is None:
+            sub = self._subs[cluster] = _ClusterQueue(cluster)
+            self._rr.append(sub)
+        sub.level(priority).append(item)
 
     def _pop(self) -> object:
+        """The next ready item (now processing), round-robin over clusters; else ``_NOTHING``."""
         rr = self._rr
-        heaps = self._heaps
         queued = self._queued
+        stale = self._stale
         while rr:
-            cluster = rr.popleft()
-            heap = heaps.get(cluster)
-            if heap is None:
-                continue  # purged by forget_cluster
+            sub = rr.popleft()
+            levels = sub.levels
+            order = sub.order
             found = None
-            while heap:
-                _, seq, item = heappop(heap)
-                info = queued.get(item)
-                if info is not None and info[1] == seq:
-                    found = info
+            while order:
+                priority = order[0]
+                dq = levels[priority]
+                while dq:
+                    item = dq.popleft()
+                    if stale and item in stale and _take_stale(stale, item, priority):
+                        continue
+                    found = queued.pop(item, None)
+                    if found is not None:
+                        break
+                if not dq:
+                    del levels[priority]
+                    del order[0]
+                if found is not None:
                     break
-            if heap:
-                rr.append(cluster)
+            if order:
+                rr.append(sub)
             else:
-                del heaps[cluster]
+                del self._subs[sub.name]
             if found is None:
                 continue
-            del queued[item]
             now = self._clock()
             self._processing[item] = now
             m = self._metrics
             if m is not None:
-                _observe(m.queue_duration, now - found[2])
+                _observe(m.queue_duration, now - found[1])
             return item
         return _NOTHING
 
@@ -407,8 +446,21 @@ class WorkQueue(Generic[T]):
 
 
 _NOTHING = object()
-heappush = heapq.heappush
-heappop = heapq.heappop
+
+
+def _take_stale(stale: dict[T, dict[int, int]], item: T, priority: int) -> bool:
+    """Consume one stale entry of ``item`` at ``priority`` if there is one (the one just popped)."""
+    counts = stale[item]
+    n = counts.get(priority)
+    if not n:
+        return False
+    if n > 1:
+        counts[priority] = n - 1
+    else:
+        del counts[priority]
+        if not counts:
+            del stale[item]
+    return True
 
 
 class _QueueMetrics:
