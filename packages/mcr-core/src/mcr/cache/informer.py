@@ -6,12 +6,17 @@ every registered handler, synchronously and in resourceVersion order, exactly on
 resourceVersion: a watch event whose resourceVersion equals the cached one is dropped, and a relist
 reports only what differs from the cache (adds, updates with a new resourceVersion, deletes as
 :class:`DeletedFinalStateUnknown` tombstones).
+
+With a resync period, the informer also re-delivers every cached object to every handler as
+``on_update(obj, obj)`` now and then (controller-runtime's ``SyncPeriod``), from its own memory,
+without any API request: level-triggered controllers get to reconcile everything again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,13 +29,26 @@ if TYPE_CHECKING:
     from mcr.kinds import GVK, GVR
     from mcr.transport import Transport
 
-__all__ = ["Informer", "ScopeSpec"]
+__all__ = ["RESYNC_CHUNK", "Informer", "ScopeSpec", "resync_delay"]
 
 log = logging.getLogger("mcr.cache")
 
 Obj = dict[str, Any]
 ObjList = list[Obj]
 Transform = Callable[[Obj], Obj]
+
+RESYNC_CHUNK = 1000
+"""A resync yields to the event loop after delivering this many objects."""
+
+
+def resync_delay(period: float) -> float:
+    """The wait before the next resync: ``period`` scaled by a factor drawn uniformly from [0.9, 1.1].
+
+    controller-runtime draws its factor from the same range once per informer; mcr draws it
+    anew for every period, so informers started together drift apart instead of resyncing in
+    lock-step forever.
+    """
+    return period * random.uniform(0.9, 1.1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +76,12 @@ class Informer:
     awaits them (idempotent; the informer can be started again and relists). Reads
     (:meth:`get`, :meth:`list`, :meth:`by_index`) return the cache's own objects: callers must
     not mutate them (the :class:`~mcr.cache.InformerCache` reader copies for its callers).
+
+    ``resync_period`` (seconds; ``None`` or 0: never) makes the running informer hand every cached
+    object to every handler as ``on_update(obj, obj)`` once per period (jittered, see
+    :func:`resync_delay`), starting one period after the informer has synced. The resync timer is
+    one more task of the informer: :meth:`start` creates it and :meth:`stop` cancels it with the
+    reflectors.
     """
 
     def __init__(
@@ -70,13 +94,20 @@ class Informer:
         scopes: Sequence[ScopeSpec] = (ScopeSpec(),),
         config: ReflectorConfig | None = None,
         on_synced: Callable[[Informer], None] | None = None,
+        resync_period: float | None = None,
     ) -> None:
+        if resync_period is not None and not resync_period >= 0:
+            raise ValueError(
+                f"informer for {gvk.api_version}/{gvk.kind}: resync_period must be >= 0 seconds "
+                f"(0 or None disables resyncs), got {resync_period!r}"
+            )
         self.gvk = gvk
         self.gvr = gvr
         self.namespaced = namespaced
         self._transport = transport
         self._config = config if config is not None else ReflectorConfig()
         self._on_synced = on_synced
+        self.resync_period = resync_period or None
         if not namespaced:
             # Cluster-scoped kinds ignore namespaces; keep the selectors of the first scope.
             first = scopes[0] if scopes else ScopeSpec()
@@ -100,7 +131,8 @@ class Informer:
         return bool(self._tasks)
 
     def start(self) -> None:
-        """Start listing and watching (in background tasks this informer owns); no-op if running."""
+        """Start listing and watching, and the resync timer if configured (in background tasks this
+        informer owns); no-op if running."""
         if self._tasks:
             return
         self._reflectors = []
@@ -120,9 +152,15 @@ class Informer:
             self._reflectors.append(reflector)
             task = asyncio.create_task(reflector.run(), name=f"reflector {reflector.description}")
             self._tasks.append(task)
+        if self.resync_period is not None:
+            gvk = self.gvk
+            cluster = self._transport.cluster_name
+            name = f"resync {gvk.api_version}/{gvk.kind} cluster={cluster!r}"
+            self._tasks.append(asyncio.create_task(self._resync_loop(self.resync_period), name=name))
 
     async def stop(self) -> None:
-        """Cancel every reflector and wait for it (its watch connection is closed on return).
+        """Cancel every reflector and the resync timer, and wait for them (the watch connections
+        are closed on return).
 
         The store keeps its objects; ``has_synced`` stays as it was. Safe to call repeatedly. The
         reflectors are cancelled before the first suspension, so even a cancelled ``stop()``
@@ -133,7 +171,8 @@ class Informer:
             await asyncio.wait(tasks)
 
     def cancel(self) -> list[asyncio.Task[None]]:
-        """Cancel the reflectors without waiting; returns their tasks (for the caller to await)."""
+        """Cancel the reflectors and the resync timer without waiting; returns their tasks (for
+        the caller to await)."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
@@ -165,6 +204,39 @@ class Informer:
         """The reflectors of the current run (for diagnostics and tests)."""
         return list(self._reflectors)
 
+    # -- resync ------------------------------------------------------------------------------
+    async def _resync_loop(self, period: float) -> None:
+        """Resync once per jittered ``period`` after the first sync, until cancelled."""
+        await self._synced.wait()
+        while True:
+            await asyncio.sleep(resync_delay(period))
+            await self.resync()
+
+    async def resync(self) -> int:
+        """Hand every cached object to every handler as ``on_update(obj, obj)``; returns how many.
+
+        The objects are those cached when the call starts, each delivered at most once, in its
+        state at delivery time. Every :data:`RESYNC_CHUNK` objects the call yields to the event
+        loop, so watch events may be applied in between: an object deleted meanwhile is skipped
+        (never delivered after its delete), one updated meanwhile is delivered in its new state.
+        A failing handler is logged and does not stop the others. Cancellation stops the resync
+        between two chunks.
+        """
+        store = self._store
+        delivered = 0
+        if not self._handlers:
+            return 0
+        for i, key in enumerate(list(store)):
+            if i and not i % RESYNC_CHUNK:
+                await asyncio.sleep(0)
+            obj = store.get(key)
+            if obj is None:
+                continue
+            self._notify_update(obj, obj)
+            delivered += 1
+        log.debug("%r resynced %d objects", self, delivered)
+        return delivered
+
     # -- handlers ----------------------------------------------------------------------------
     def add_event_handler(self, handler: EventHandler) -> Registration:
         """Register ``handler``; it first receives ``on_add(obj, True)`` for every cached object.
@@ -173,8 +245,9 @@ class Informer:
         handler has seen the informer's complete initial list.
         """
         reg = Registration(handler, self._remove_handler)
-        for obj in list(self._store.values()):
-            self._call_add(reg, obj, True)
+        objs = self._store.values()
+        if objs:
+            self._deliver_adds(reg, objs, True)
         reg.synced = self._synced.is_set()
         self._handlers = (*self._handlers, reg)
         return reg
@@ -191,6 +264,18 @@ class Informer:
             reg.handler.on_add(obj, initial)
         except Exception:
             log.exception("%r: event handler %r failed on add", self, reg.handler)
+
+    def _deliver_adds(self, reg: Registration, objs: ObjList, initial: bool) -> None:
+        """Hand ``objs`` to one handler as adds: in one ``on_adds`` call if it has that method."""
+        on_adds = getattr(reg.handler, "on_adds", None)
+        if on_adds is None:
+            for obj in objs:
+                self._call_add(reg, obj, initial)
+            return
+        try:
+            on_adds(objs, initial)
+        except Exception:
+            log.exception("%r: event handler %r failed on a batch of %d adds", self, reg.handler, len(objs))
 
     def _notify_add(self, obj: Obj, initial: bool) -> None:
         for reg in self._handlers:
@@ -237,17 +322,26 @@ class Informer:
         store = self._store
         initial = scope not in self._synced_scopes
         stale = set(store) if scope is None else store.index_keys(NAMESPACE_INDEX, scope)
+        # The store is updated first, then handlers get the adds (in one call for those that
+        # take batches), the updates and the deletes, each in list order.
+        added: ObjList = []
+        updated: list[tuple[Obj, Obj]] = []
         for obj in objs:
             meta = obj["metadata"]
             ns = meta.get("namespace")
             key = f"{ns}/{meta['name']}" if ns else meta["name"]
             old = store.put(key, obj)
             if old is None:
-                self._notify_add(obj, initial)
+                added.append(obj)
             else:
                 stale.discard(key)
                 if old["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
-                    self._notify_update(old, obj)
+                    updated.append((old, obj))
+        if added:
+            for reg in self._handlers:
+                self._deliver_adds(reg, added, initial)
+        for old, obj in updated:
+            self._notify_update(old, obj)
         for key in stale:
             gone = store.pop(key)
             if gone is not None:

@@ -129,6 +129,7 @@ class InformerCache:
             scopes=self.options.scopes_for(gvk),
             config=self.options.reflector_config(),
             on_synced=self._informer_synced,
+            resync_period=self.options.sync_period_for(gvk),
         )
         pending = self._pending_indexers.pop(gvk, None)
         if pending:

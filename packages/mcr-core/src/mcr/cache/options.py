@@ -4,7 +4,8 @@
 policy) and ``by_object`` overrides them per kind with :class:`ByObject`. A namespace listed in
 ``default_namespaces`` (or ``ByObject.namespaces``) may carry its own :class:`NamespaceConfig`.
 Precedence, most specific first: the namespace's config, then the kind's ``ByObject``, then the
-cache defaults. Cluster-scoped kinds ignore namespaces.
+cache defaults. Cluster-scoped kinds ignore namespaces. ``sync_period`` (the resync period) is set
+per cache or per kind, not per namespace: one informer serves all of a kind's namespaces.
 """
 
 from __future__ import annotations
@@ -19,10 +20,20 @@ from mcr.cache.informer import ScopeSpec
 from mcr.cache.reflector import ReflectorConfig
 from mcr.kinds import GVK, gvk_of
 
-__all__ = ["ByObject", "CacheOptions", "NamespaceConfig", "strip_managed_fields"]
+__all__ = ["DEFAULT_SYNC_PERIOD", "ByObject", "CacheOptions", "NamespaceConfig", "strip_managed_fields"]
 
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
+
+DEFAULT_SYNC_PERIOD = 36000.0
+"""controller-runtime's default ``SyncPeriod``: 10 hours, in seconds."""
+
+
+def _check_sync_period(value: float | None, where: str) -> None:
+    if value is not None and not value >= 0:
+        raise ValueError(
+            f"{where}: sync_period must be >= 0 seconds (0 or None disables resyncs), got {value!r}"
+        )
 
 
 def strip_managed_fields(obj: Obj) -> Obj:
@@ -45,7 +56,8 @@ class ByObject:
     """Per-kind overrides of the cache defaults (``None`` fields inherit).
 
     ``namespaces``: the namespaces to cache for this kind (``{}`` or ``None``: inherit the
-    defaults); ``unsafe_disable_deep_copy``: hand readers the cached objects themselves.
+    defaults); ``unsafe_disable_deep_copy``: hand readers the cached objects themselves;
+    ``sync_period``: this kind's resync period in seconds (``None``: inherit; 0: never resync).
     """
 
     namespaces: Mapping[str, NamespaceConfig] | None = None
@@ -53,6 +65,7 @@ class ByObject:
     field_selector: str | None = None
     transform: Transform | None = None
     unsafe_disable_deep_copy: bool | None = None
+    sync_period: float | None = None
 
 
 @dataclass(slots=True)
@@ -77,6 +90,13 @@ class CacheOptions:
       :class:`~mcr.cache.InformerNotFoundError` instead of starting one.
     * ``gc_policy``: the garbage-collector policy applied while this cache runs (see
       :mod:`mcr.cache.gcpolicy`); ``None`` leaves the interpreter's GC alone.
+    * ``sync_period``: seconds between resyncs of each informer (controller-runtime's
+      ``SyncPeriod``, default 10 h): every cached object is handed again to the informer's
+      handlers as an update whose old and new object are the same, from memory, without an API
+      request, so controllers reconcile every object again. Each wait is ``sync_period`` times a
+      factor drawn uniformly from [0.9, 1.1], so informers do not resync at once; the first
+      resync comes one period after the informer synced. ``None`` or 0 disables resyncs;
+      ``ByObject.sync_period`` overrides it per kind. A negative value raises ``ValueError``.
     """
 
     default_namespaces: Mapping[str, NamespaceConfig] | None = None
@@ -93,6 +113,12 @@ class CacheOptions:
     sync_timeout: float = 120.0
     reader_fail_on_missing_informer: bool = False
     gc_policy: GCPolicy | None = field(default_factory=GCPolicy.default)
+    sync_period: float | None = DEFAULT_SYNC_PERIOD
+
+    def __post_init__(self) -> None:
+        _check_sync_period(self.sync_period, "CacheOptions")
+        for key, by in self.by_object.items():
+            _check_sync_period(by.sync_period, f"CacheOptions.by_object[{key!r}]")
 
     def reflector_config(self) -> ReflectorConfig:
         return ReflectorConfig(
@@ -127,6 +153,12 @@ class CacheOptions:
                 )
             )
         return tuple(scopes)
+
+    def sync_period_for(self, gvk: GVK) -> float | None:
+        """The resync period of ``gvk``'s informer in seconds; ``None`` when it never resyncs."""
+        by = self.by_gvk().get(gvk)
+        period = by.sync_period if by is not None and by.sync_period is not None else self.sync_period
+        return period or None
 
     def unsafe_disable_deep_copy_for(self, gvk: GVK) -> bool:
         by = self.by_gvk().get(gvk)
