@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcr import metrics
-from mcr._metricbatch import Batch, observe
+from mcr._metricbatch import Batch
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import _fields as _log_fields
 from mcr.ratelimit import ItemExponentialFailureRateLimiter, RateLimiter
@@ -89,8 +88,9 @@ class Controller:
     ``reconciler``: an ``async def (req) -> Result | None``, an object with such a ``reconcile``
     method, or a sync function (run in a thread). Options (controller-runtime defaults):
     ``max_concurrent_reconciles`` (1), ``rate_limiter`` (per-item exponential 5 ms..1000 s),
-    ``cache_sync_timeout`` (120 s, per watch and cluster), ``reconcile_timeout`` (none; a timeout
-    counts as an error), ``need_leader_election`` (true), ``cluster_filter`` (``fn(name, cluster)``:
+    ``cache_sync_timeout`` (120 s, per watch and cluster), ``reconcile_timeout`` (none; read when
+    the workers start; a timeout counts as an error), ``need_leader_election`` (true),
+    ``cluster_filter`` (``fn(name, cluster)``:
     clusters it rejects are not watched at all), ``skip_name_validation`` (names must be unique
     among live controllers, else ``ValueError``), ``engage_retry`` (first and longest delay between
     attempts to start a failed watch; 1 s and 60 s).
@@ -146,7 +146,11 @@ class Controller:
         self._aborted: set[Request] = set()
         self._started = False
         self._cluster_metrics: dict[str, _ClusterMetrics] = {}
-        self._batch = Batch()
+        queue_metrics = self.queue._metrics
+        assert queue_metrics is not None  # a named queue records metrics
+        # One batch for the queue's and the reconcile metrics: the queue arms its timer on every
+        # pop and done, which covers the worker's observations in between.
+        self._batch: Batch = queue_metrics.batch
         metrics.MAX_CONCURRENT_RECONCILES.labels(name).set(max_concurrent_reconciles)
         current = self._current
         metrics.ACTIVE_WORKERS.labels(name).set_function(
@@ -349,9 +353,16 @@ class Controller:
         current = self._current
         aborted = self._aborted
         reconcile = self._reconcile
+        # The current request is set per request and not reset after it: resetting costs as much
+        # as setting, and nothing runs in this task between two requests but this loop, which
+        # clears it before waiting for work and before logging about a request it drops.
         set_request = _current_request.set
-        reset_request = _current_request.reset
-        perf_counter = time.perf_counter
+        clock = queue._clock
+        processing = queue._processing
+        dirty = queue._dirty
+        after_done = queue._after_done
+        batch = self._batch
+        timeout = self.reconcile_timeout
         controller = self.name
         limiter = queue.rate_limiter
         # The default limiter's failure history, read directly: most successes have none to drop.
@@ -361,9 +372,11 @@ class Controller:
             {**{k: v for k, v in outer.items() if k not in _REQUEST_FIELDS}, "controller": controller}
         )
         while True:
+            end: float | None = None
             # No coroutine per item while work is queued.
             req: Request = nothing if queue._shutting_down else pop()  # type: ignore[assignment]  # the sentinel stands for 'no item'; checked below
             if req is nothing:
+                set_request(None)
                 try:
                     req = await queue.get()
                 except QueueShutDown:
@@ -371,6 +384,7 @@ class Controller:
             try:
                 cluster = req[2]  # req.cluster_name, without the property call
                 if cluster not in engagements and self._ever_engaged:
+                    set_request(None)
                     queue.forget(req)
                     log.debug(
                         "dropping %s: cluster %r is not engaged",
@@ -381,14 +395,14 @@ class Controller:
                     continue
                 m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
                 current[slot] = req
-                token = set_request(req)
-                start = perf_counter()
+                set_request(req)
+                start = queue._popped_at  # taken by the pop just now, on the queue's clock
                 try:
                     try:
-                        if self.reconcile_timeout is None:
+                        if timeout is None:
                             result = await reconcile(req)
                         else:
-                            async with asyncio.timeout(self.reconcile_timeout):
+                            async with asyncio.timeout(timeout):
                                 result = await reconcile(req)
                     except asyncio.CancelledError:
                         if req in aborted:
@@ -414,7 +428,7 @@ class Controller:
                         queue.add_rate_limited(req)
                         m.error.inc()
                         m.errors.inc()
-                        if isinstance(exc, TimeoutError) and self.reconcile_timeout is not None:
+                        if isinstance(exc, TimeoutError) and timeout is not None:
                             m.timeouts.inc()
                         log.exception("reconciler error")
                         continue
@@ -423,15 +437,15 @@ class Controller:
                             limiter.forget(req)
                         elif failures:
                             failures.pop(req, None)
-                        success = m.success  # success.inc(), inlined
-                        success.pending += 1.0
-                        if success._batch._timer is None:
-                            success._batch.touch()
+                        # success.inc(), inlined; the batch's timer is armed below.
+                        m.success.pending += 1.0
                     else:
                         self._handle_result(req, result, m)
                 finally:
-                    observe(m.time, perf_counter() - start)
-                    reset_request(token)
+                    end = clock()
+                    m.time_append(end - start)
+                    if batch._timer is None:
+                        batch.touch()
                     current[slot] = None
                     if aborted and req in aborted:
                         # Disengagement cancelled us, but the reconciler finished anyway (it
@@ -444,12 +458,23 @@ class Controller:
                 metrics.RECONCILE_PANICS_TOTAL.labels(controller, req.cluster_name).inc()
                 log.exception("internal error while processing %s", req, extra={"controller": controller})
             finally:
-                done(req)
+                if end is None:
+                    done(req)
+                else:
+                    # queue.done(req), inlined: the reconcile time histogram is mirrored into the
+                    # queue's work duration (same start and end), the rest is rarely needed.
+                    processing.pop(req, None)
+                    if dirty or queue._drained is not None:
+                        after_done(req)
 
     def _metrics_for(self, cluster: str) -> _ClusterMetrics:
         m = self._cluster_metrics.get(cluster)
         if m is None:
             m = self._cluster_metrics[cluster] = _ClusterMetrics(self._batch, self.name, cluster)
+            queue_metrics = self.queue._metrics
+            if queue_metrics is not None:
+                # A reconcile's time is its work duration in the queue (from hand-out to done).
+                m.time.mirror(queue_metrics.work_duration.child)
         return m
 
     def _handle_result(self, req: Request, result: object, m: _ClusterMetrics) -> None:
@@ -480,7 +505,7 @@ class Controller:
 class _ClusterMetrics:
     """One (controller, cluster)'s metric children, bound once."""
 
-    __slots__ = ("error", "errors", "requeue_after", "success", "terminal", "time", "timeouts")
+    __slots__ = ("error", "errors", "requeue_after", "success", "terminal", "time", "time_append", "timeouts")
 
     def __init__(self, batch: Batch, controller: str, cluster: str) -> None:
         self.success = batch.counter(metrics.RECONCILE_TOTAL.labels(controller, "success", cluster))
@@ -492,3 +517,4 @@ class _ClusterMetrics:
         self.terminal = batch.counter(metrics.TERMINAL_RECONCILE_ERRORS_TOTAL.labels(controller, cluster))
         self.timeouts = batch.counter(metrics.RECONCILE_TIMEOUTS_TOTAL.labels(controller, cluster))
         self.time = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels(controller, cluster))
+        self.time_append = self.time.values.append

@@ -18,6 +18,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache.handlers import DeletedFinalStateUnknown, Registration
@@ -125,7 +126,7 @@ class Kind:
 class _ClusterEvents:
     """The informer-facing adapter of one (source, cluster): predicates, priority, handler."""
 
-    __slots__ = ("cluster_name", "fast_add", "handler", "predicates", "queue")
+    __slots__ = ("add_many", "cluster_name", "fast_add", "handler", "predicates", "queue")
 
     def __init__(
         self, cluster_name: str, handler: EventHandler, predicates: tuple[Predicate, ...], queue: Queue
@@ -137,6 +138,7 @@ class _ClusterEvents:
         # The common case (the default handler, no predicates) is handled in on_add itself: one
         # Python call less per event.
         self.fast_add = not predicates and type(handler) is EnqueueRequestForObject
+        self.add_many: Callable[..., None] | None = getattr(queue, "add_many", None)
 
     def on_add(self, obj: Any, is_initial_list: bool) -> None:
         if self.fast_add:
@@ -154,6 +156,34 @@ class _ClusterEvents:
             if not p.create(obj):
                 return
         self.handler.create(self.cluster_name, obj, self.queue, LOW_PRIORITY if is_initial_list else 0)
+
+    def on_adds(self, objs: list[Any], is_initial_list: bool) -> None:
+        """The adds of a whole list: one queue call for the common case, else ``on_add`` each."""
+        add_many = self.add_many
+        if not self.fast_add or add_many is None:
+            for obj in objs:
+                try:
+                    self.on_add(obj, is_initial_list)
+                except Exception:
+                    log.exception(
+                        "event handler %r failed on add in cluster %r", self.handler, self.cluster_name
+                    )
+            return
+        # EnqueueRequestForObject.create for a whole list, as comprehensions: the informer's
+        # objects are dicts whose metadata has a name (it keyed its store by them).
+        metas = [obj["metadata"] for obj in objs]
+        requests = list(
+            map(
+                _new_request,
+                repeat(Request),
+                zip(
+                    [m.get("namespace") or "" for m in metas],
+                    [m["name"] for m in metas],
+                    repeat(self.cluster_name),
+                ),
+            )
+        )
+        add_many(requests, LOW_PRIORITY if is_initial_list else 0, cluster=self.cluster_name)
 
     def on_update(self, old: Any, new: Any) -> None:
         for p in self.predicates:

@@ -36,7 +36,6 @@ from typing import Any, Generic, TypeVar
 
 from mcr import metrics
 from mcr._metricbatch import Batch
-from mcr._metricbatch import observe as _observe
 from mcr.ratelimit import RateLimiter, cluster_of, default_controller_rate_limiter
 
 __all__ = ["LOW_PRIORITY", "QueueShutDown", "WorkQueue"]
@@ -60,12 +59,17 @@ _Info = tuple[int, float]
 
 
 class _ClusterQueue(Generic[T]):
-    """One cluster's ready items: a deque per priority, ``order`` lists priorities highest first."""
+    """One cluster's ready items: a deque per priority, ``order`` lists priorities highest first.
 
-    __slots__ = ("levels", "name", "order")
+    ``live`` counts the entries that are not stale: a cluster whose live count drops to zero
+    leaves the round-robin at once (its remaining entries are all stale).
+    """
+
+    __slots__ = ("levels", "live", "name", "order")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.live = 0
         self.levels: dict[int, deque[T]] = {}
         self.order: list[int] = []
 
@@ -107,6 +111,9 @@ class WorkQueue(Generic[T]):
         self._subs: dict[str, _ClusterQueue[T]] = {}
         self._rr: deque[_ClusterQueue[T]] = deque()
         self._stale: dict[T, dict[int, int]] = {}
+        # The deque _pop may take from directly: set while exactly one cluster has ready items,
+        # all at one priority; any new cluster, level or requeue in between clears it.
+        self._fast: deque[T] | None = None
         self._processing: dict[T, float] = {}
         self._dirty: dict[T, int] = {}
         self._waiting: dict[T, tuple[float, int]] = {}
@@ -114,6 +121,7 @@ class WorkQueue(Generic[T]):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._getters: deque[asyncio.Future[None]] = deque()
+        self._popped_at = 0.0  # clock reading of the last item handed out (workers reuse it)
         self._shutting_down = False
         self._drained: asyncio.Event | None = None
         self._metrics = _QueueMetrics(self, name) if name else None
@@ -150,7 +158,7 @@ class WorkQueue(Generic[T]):
                 # The entry at the old priority goes stale; _pop skips it.
                 counts = self._stale.setdefault(item, {})
                 counts[info[0]] = counts.get(info[0], 0) + 1
-                self._push(item, priority, info[1])
+                self._push(item, priority, info[1], fresh=False)
             return
         # _push, inlined: this is the path of every new event.
         self._queued[item] = (priority, self._clock())
@@ -165,9 +173,12 @@ class WorkQueue(Generic[T]):
         if sub is None:
             sub = self._subs[cluster] = _ClusterQueue(cluster)
             self._rr.append(sub)
+            self._fast = None
+        sub.live += 1
         dq = sub.levels.get(priority)
         if dq is None:
             dq = sub.level(priority)
+            self._fast = None
         dq.append(item)
         if m is not None:
             adds = m.adds  # adds.inc(), inlined
@@ -176,6 +187,51 @@ class WorkQueue(Generic[T]):
                 adds._batch.touch()
         if self._getters:
             self._wake_one()
+
+    def add_many(self, items: list[T], priority: int = 0, *, cluster: str | None = None) -> None:
+        """:meth:`add` each of ``items`` in order, at ``priority``: one call for a whole list.
+
+        ``cluster``: the caller vouches that every item belongs to that cluster (as
+        ``cluster_of`` maps it). Then, when none of the items is queued, processing or waiting
+        yet (an informer's list, typically), they are queued by a few C-level bulk operations;
+        otherwise each takes the path of :meth:`add`. New items share one enqueue time.
+        """
+        if self._shutting_down or not items:
+            return
+        queued = self._queued
+        processing = self._processing
+        waiting = self._waiting
+        if (
+            cluster is not None
+            and (not queued or queued.keys().isdisjoint(items))
+            and (not processing or processing.keys().isdisjoint(items))
+            and (not waiting or waiting.keys().isdisjoint(items))
+        ):
+            fresh = dict.fromkeys(items, (priority, self._clock()))
+            if queued:
+                queued.update(fresh)
+            else:
+                self._queued = fresh  # nothing to merge with: adopt the new dict
+            sub = self._subs.get(cluster)
+            if sub is None:
+                sub = self._subs[cluster] = _ClusterQueue(cluster)
+                self._rr.append(sub)
+                self._fast = None
+            if priority not in sub.levels:
+                self._fast = None
+            sub.level(priority).extend(fresh)
+            added = len(fresh)
+            sub.live += added
+            m = self._metrics
+            if m is not None:
+                m.adds.inc(added)
+            getters = self._getters
+            while added and getters:
+                self._wake_one()
+                added -= 1
+            return
+        for item in items:
+            self.add(item, priority)
 
     def add_after(self, item: T, delay: float, priority: int = 0) -> None:
         """Queue ``item`` after ``delay`` seconds (now if ``delay <= 0``; no-op after shutdown).
@@ -233,6 +289,7 @@ class WorkQueue(Generic[T]):
                 raise QueueShutDown(f"work queue {self.name!r} is shut down")
             item = self._pop()
             if item is not _NOTHING:
+                self._arm_metrics()
                 return item  # type: ignore[return-value]  # _pop returns T or the sentinel
             waiter = asyncio.get_running_loop().create_future()
             self._getters.append(waiter)
@@ -250,15 +307,28 @@ class WorkQueue(Generic[T]):
         if self._shutting_down:
             return None
         item = self._pop()
-        return None if item is _NOTHING else item  # type: ignore[return-value]  # _pop returns T or the sentinel
+        if item is _NOTHING:
+            return None
+        self._arm_metrics()
+        return item  # type: ignore[return-value]  # _pop returns T or the sentinel
 
     def done(self, item: T) -> None:
         """Mark ``item`` processed; if it was added meanwhile, queue it again."""
         start = self._processing.pop(item, None)
-        if start is not None:
-            m = self._metrics
-            if m is not None:
-                _observe(m.work_duration, self._clock() - start)
+        m = self._metrics
+        if start is not None and m is not None:
+            m.work_append(self._clock() - start)
+            self._arm_metrics()
+        if self._dirty or self._drained is not None:
+            self._after_done(item)
+
+    def _after_done(self, item: T) -> None:
+        """The rest of :meth:`done` once ``item`` left ``_processing``: requeue it if it was
+        added meanwhile, and wake a draining :meth:`shutdown`.
+
+        Workers that record the work duration themselves (a histogram mirrored into this queue's)
+        pop ``_processing`` and call this only when ``_dirty`` or ``_drained`` is set.
+        """
         if self._dirty:
             priority = self._dirty.pop(item, None)
             if priority is not None and not self._shutting_down:
@@ -277,6 +347,7 @@ class WorkQueue(Generic[T]):
         requeued. Returns how many queued or waiting items were dropped.
         """
         dropped = 0
+        self._fast = None
         sub = self._subs.pop(cluster_name, None)
         if sub is not None:
             self._rr.remove(sub)
@@ -348,25 +419,56 @@ class WorkQueue(Generic[T]):
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _push(self, item: T, priority: int, added_at: float) -> None:
+    def _push(self, item: T, priority: int, added_at: float, *, fresh: bool = True) -> None:
+        """Queue an entry for ``item``; ``fresh=False`` when it replaces one that just went stale."""
+        self._fast = None
         self._queued[item] = (priority, added_at)
         cluster = self._cluster_of(item)
         sub = self._subs.get(cluster)
         if sub is None:
             sub = self._subs[cluster] = _ClusterQueue(cluster)
             self._rr.append(sub)
+        if fresh:
+            sub.live += 1
         sub.level(priority).append(item)
 
     def _pop(self) -> object:
         """The next ready item (now processing), round-robin over clusters; else ``_NOTHING``."""
+        queued = self._queued
+        stale = self._stale
+        fast = self._fast
+        found: _Info | None = None
+        if fast and not stale:
+            # One cluster has ready items, at one priority, none stale: no turn or level to
+            # choose, and the deque holds live entries only.
+            item = fast.popleft()
+            found = queued.pop(item, None)
+            if found is not None:
+                sub = self._rr[0]
+                sub.live -= 1
+                if not sub.live:
+                    self._drop(sub)
+        if found is None:
+            item, found = self._pop_turn()
+            if found is None:
+                return _NOTHING
+        now = self._popped_at = self._clock()
+        self._processing[item] = now
+        m = self._metrics
+        if m is not None:
+            # The caller arms the metric batch's timer (see _arm_metrics).
+            m.queue_append(now - found[1])
+        return item
+
+    def _pop_turn(self) -> tuple[Any, _Info | None]:
+        """Take the next live entry in round-robin order: ``(item, info)``, or ``(None, None)``."""
         rr = self._rr
         queued = self._queued
         stale = self._stale
         while rr:
-            sub = rr.popleft()
+            sub = rr[0]
             levels = sub.levels
             order = sub.order
-            found = None
             while order:
                 priority = order[0]
                 dq = levels[priority]
@@ -375,26 +477,45 @@ class WorkQueue(Generic[T]):
                     if stale and item in stale and _take_stale(stale, item, priority):
                         continue
                     found = queued.pop(item, None)
-                    if found is not None:
-                        break
-                if not dq:
-                    del levels[priority]
-                    del order[0]
-                if found is not None:
-                    break
-            if order:
-                rr.append(sub)
-            else:
-                del self._subs[sub.name]
-            if found is None:
-                continue
-            now = self._clock()
-            self._processing[item] = now
-            m = self._metrics
-            if m is not None:
-                _observe(m.queue_duration, now - found[1])
-            return item
-        return _NOTHING
+                    if found is None:
+                        continue  # cannot happen: every entry is live or counted stale
+                    if not dq:
+                        del levels[priority]
+                        del order[0]
+                    sub.live -= 1
+                    if not sub.live:
+                        self._drop(sub)
+                    elif len(rr) > 1:
+                        rr.rotate(-1)  # this cluster's turn is over
+                    else:
+                        # The only cluster with ready items: its next items come from the fast
+                        # path until a cluster or a level is added (or a requeue happens).
+                        self._fast = levels[order[0]] if len(order) == 1 else None
+                    return item, found
+                del levels[priority]
+                del order[0]
+            self._drop(sub)
+        return None, None
+
+    def _drop(self, sub: _ClusterQueue[T]) -> None:
+        """Take ``sub`` (the cluster whose turn it is) out of the round-robin: no live entries left.
+
+        What its deques still hold is stale; those entries' stale counts go with them.
+        """
+        self._rr.popleft()
+        del self._subs[sub.name]
+        self._fast = None
+        stale = self._stale
+        for priority, dq in sub.levels.items():
+            for item in dq:
+                if item in stale:
+                    _take_stale(stale, item, priority)
+
+    def _arm_metrics(self) -> None:
+        """Make sure recorded metrics reach Prometheus within the batch interval."""
+        m = self._metrics
+        if m is not None and m.batch._timer is None:
+            m.batch.touch()
 
     def _wake_one(self) -> None:
         getters = self._getters
@@ -472,7 +593,17 @@ class _QueueMetrics:
     a scrape on the event loop sees exact values.
     """
 
-    __slots__ = ("__weakref__", "_thread", "adds", "batch", "queue_duration", "retries", "work_duration")
+    __slots__ = (
+        "__weakref__",
+        "_thread",
+        "adds",
+        "batch",
+        "queue_append",
+        "queue_duration",
+        "retries",
+        "work_append",
+        "work_duration",
+    )
 
     def __init__(self, queue: WorkQueue[Any], name: str) -> None:
         self.batch = Batch()
@@ -482,6 +613,9 @@ class _QueueMetrics:
             metrics.WORKQUEUE_QUEUE_DURATION_SECONDS.labels(name, name)
         )
         self.work_duration = self.batch.histogram(metrics.WORKQUEUE_WORK_DURATION_SECONDS.labels(name, name))
+        # Bound once: an observation on the hot path is one call (the arrays keep their identity).
+        self.queue_append = self.queue_duration.values.append
+        self.work_append = self.work_duration.values.append
         self._thread = threading.get_ident()
         queue_ref = weakref.ref(queue)
         self_ref = weakref.ref(self)

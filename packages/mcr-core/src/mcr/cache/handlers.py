@@ -39,6 +39,12 @@ class EventHandler(Protocol):
     Handlers must return quickly and never block (enqueue work instead); they receive the
     cache's own objects and must not mutate them. An exception from a handler is logged with the
     informer's kind and does not stop the informer or other handlers.
+
+    A handler may also define ``on_adds(objs: list, is_initial_list: bool)``: the informer then
+    hands it the adds of a whole list (initial list, relist, or the replay at registration) in
+    one call, in list order, instead of one ``on_add`` per object — the store already holds every
+    object of that list when it is called. An exception from ``on_adds`` is logged once; the
+    handler is responsible for not losing the rest of the batch.
     """
 
     def on_add(self, obj: Obj, is_initial_list: bool) -> None: ...
