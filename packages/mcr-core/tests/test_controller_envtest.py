@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
+import operator
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from mcr import metrics
 from mcr.builder import controller_managed_by
 from mcr.client import Client
 from mcr.cluster import Cluster
@@ -339,6 +342,62 @@ async def test_disengage_removes_handlers_purges_queue_and_cancels_reconciles(fl
         await asyncio.wait([runner])
         for c in clusters:
             await c.stop()
+
+
+async def test_disengaged_cluster_metrics_reach_prometheus_and_stop_being_batched(
+    apiserver: Any, admin: Any
+) -> None:
+    """Engaging many cluster names in turn does not grow the controller's metric batch."""
+    await admin(apiserver).create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "seed", "namespace": "default"}}
+    )
+    cluster = Cluster.from_kubeconfig(apiserver.kubeconfig, name="retire")
+    await cluster.start()
+    seen: list[str] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req.cluster_name)
+        if req.cluster_name == "blocked":
+            await asyncio.sleep(30)  # cancelled by the disengagement
+
+    name = unique("retire-metrics")
+    ctrl = Controller(name, reconcile)
+    ctrl.watch(Kind(CM))
+    runner = asyncio.create_task(ctrl.start())
+    baseline = len(ctrl._batch.members)
+
+    def sample(metric: str, cluster_name: str, **labels: str) -> float:
+        return (
+            metrics.REGISTRY.get_sample_value(metric, {"controller": name, "cluster": cluster_name, **labels})
+            or 0.0
+        )
+
+    try:
+        for i in range(20):
+            cluster_name = f"c{i}"
+            engagement = asyncio.create_task(ctrl.engage(cluster_name, cluster))
+            await eventually(functools.partial(operator.contains, seen, cluster_name), timeout=15)
+            engagement.cancel()
+            await asyncio.wait([engagement])
+            assert f"c{i}" not in ctrl._cluster_metrics
+            assert len(ctrl._batch.members) == baseline
+        for i in range(20):
+            assert sample("controller_runtime_reconcile_total", f"c{i}", result="success") == 1.0
+            assert sample("controller_runtime_reconcile_time_seconds_count", f"c{i}") == 1.0
+
+        # A reconcile that the disengagement cancels: its cluster's metrics go once it has ended.
+        engagement = asyncio.create_task(ctrl.engage("blocked", cluster))
+        await eventually(lambda: "blocked" in seen, timeout=15)
+        assert "blocked" in ctrl._cluster_metrics
+        engagement.cancel()
+        await asyncio.wait([engagement])
+        await eventually(lambda: "blocked" not in ctrl._cluster_metrics, timeout=5)
+        assert len(ctrl._batch.members) == baseline
+        assert sample("controller_runtime_reconcile_time_seconds_count", "blocked") == 1.0
+    finally:
+        runner.cancel()
+        await asyncio.wait([runner])
+        await cluster.stop()
 
 
 async def test_missing_kind_in_one_cluster_is_retried_without_blocking_others(fleet: Any, admin: Any) -> None:

@@ -154,6 +154,13 @@ class Batch:
         self.members.append(h)
         return h
 
+    def discard(self, members: list[BatchedCounter | BatchedHistogram]) -> None:
+        """Flush ``members`` and stop batching them (they must not be used afterwards)."""
+        for member in members:
+            member.flush()
+        gone = {id(member) for member in members}
+        self.members = [member for member in self.members if id(member) not in gone]
+
     def touch(self) -> None:
         """Schedule a flush within ``interval`` (or flush now when no loop is running)."""
         if self._timer is not None:

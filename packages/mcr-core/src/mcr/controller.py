@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcr import metrics
-from mcr._metricbatch import Batch
+from mcr._metricbatch import Batch, BatchedCounter, BatchedHistogram
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import _fields as _log_fields
 from mcr.ratelimit import ItemExponentialFailureRateLimiter, RateLimiter
@@ -254,6 +254,23 @@ class Controller:
             cancelled,
             extra={"controller": self.name, "cluster": eng.name},
         )
+        self._retire_metrics(eng.name)
+
+    def _retire_metrics(self, cluster: str) -> None:
+        """Stop batching the metrics of a disengaged cluster once none of its reconciles runs.
+
+        Its values are handed to Prometheus first (the series stay, as in controller-runtime);
+        without this, every cluster name ever engaged would keep its batched metrics, and each
+        flush would visit them. Called at disengagement and when a reconcile that disengagement
+        cancelled has finished.
+        """
+        if cluster in self._engagements or any(
+            req is not None and req.cluster_name == cluster for req in self._current
+        ):
+            return
+        m = self._cluster_metrics.pop(cluster, None)
+        if m is not None:
+            self._batch.discard(m.members())
 
     def _start_watch(self, eng: _Engagement, src: Kind) -> None:
         eng.states[src] = "pending"
@@ -397,6 +414,7 @@ class Controller:
                 current[slot] = req
                 set_request(req)
                 start = queue._popped_at  # taken by the pop just now, on the queue's clock
+                disengaged = False  # cancelled because its cluster was disengaged
                 try:
                     try:
                         if timeout is None:
@@ -407,6 +425,7 @@ class Controller:
                     except asyncio.CancelledError:
                         if req in aborted:
                             aborted.discard(req)
+                            disengaged = True
                             if task.uncancel() == 0:
                                 queue.forget(req)
                                 log.info("reconcile cancelled: cluster disengaged")
@@ -452,6 +471,9 @@ class Controller:
                         # swallowed the cancellation, or finished first): take it back.
                         aborted.discard(req)
                         task.uncancel()
+                        disengaged = True
+                    if disengaged:
+                        self._retire_metrics(cluster)
             except Exception:
                 # Every reconciler outcome is handled above; reaching here is a bug in mcr, and a
                 # worker must survive it.
@@ -518,3 +540,14 @@ class _ClusterMetrics:
         self.timeouts = batch.counter(metrics.RECONCILE_TIMEOUTS_TOTAL.labels(controller, cluster))
         self.time = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels(controller, cluster))
         self.time_append = self.time.values.append
+
+    def members(self) -> list[BatchedCounter | BatchedHistogram]:
+        return [
+            self.success,
+            self.error,
+            self.requeue_after,
+            self.errors,
+            self.terminal,
+            self.timeouts,
+            self.time,
+        ]
