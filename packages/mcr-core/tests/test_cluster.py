@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from typing import Any
 
 import pytest
 
 from mcr.cache import CacheOptions, NamespaceConfig
 from mcr.cluster import Cluster
+from mcr.controller import Controller
 from mcr.errors import ConfigError, MCRError
+from mcr.reconcile import Request
+from mcr.source import Kind
 from mcr.testing import eventually, open_sockets
 
 CM = "v1/ConfigMap"
@@ -75,6 +80,52 @@ async def test_stop_leaves_no_task_and_no_connection(apiserver: Any) -> None:
     await eventually(lambda: open_sockets() == sockets_before, message="a socket stayed open")
     with pytest.raises(MCRError, match="leak-check"):
         await cluster.start()
+
+
+class _Probe(dict):  # type: ignore[type-arg]  # a dict that can be weakly referenced
+    pass
+
+
+async def test_stopped_cluster_is_freed_without_the_cycle_collector(apiserver: Any) -> None:
+    """A stopped cluster's cache, informers and objects go with the last reference to the cluster.
+
+    The GC policy raises the collector's thresholds, so full collections are rare: a reference
+    cycle anywhere between cluster, cache, informers, reflectors and clients would keep a
+    disengaged cluster's objects in memory long after it is gone.
+    """
+    seen: list[Request] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+
+    ctrl = Controller("freed-cluster", reconcile, skip_name_validation=True)
+    ctrl.watch(Kind(CM))
+    runner = asyncio.create_task(ctrl.start())
+    gc.collect()
+    gc.disable()
+    try:
+        cluster = Cluster.from_kubeconfig(apiserver.kubeconfig, name="freed")
+        await cluster.start()
+        await cluster.client.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept", "namespace": "default"}}
+        )
+        engagement = asyncio.create_task(ctrl.engage("freed", cluster))
+        await eventually(lambda: Request("default", "kept", "freed") in seen)
+        assert cluster.client.status.subresource == "status"
+        informer = await cluster.cache.get_informer(CM)
+        probe = _Probe()
+        informer.store._items["probe"] = probe
+        refs = [weakref.ref(x) for x in (cluster, cluster.cache, informer, cluster.client, probe)]
+        engagement.cancel()
+        await asyncio.wait([engagement])
+        await cluster.stop()
+        del cluster, informer, probe, engagement
+        alive = [r() for r in refs]
+        assert alive == [None] * len(refs), f"kept alive by a reference cycle: {alive}"
+    finally:
+        gc.enable()
+        runner.cancel()
+        await asyncio.wait([runner])
 
 
 async def test_cancelled_stop_still_closes_everything(apiserver: Any) -> None:

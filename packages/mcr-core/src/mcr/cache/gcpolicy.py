@@ -18,13 +18,13 @@ unfrozen, so it is opt-in:
   ``freeze_min_objects`` (10,000) were cached or dropped since the last freeze, one freeze is
   scheduled on the event loop (``loop.call_later``), at most one per ``freeze_interval`` (30 s).
 * Stopping a cache (a disengaged cluster) does not unfreeze the heap: ``gc.unfreeze()`` is
-  process-wide, so every removal would make the next freeze rescan everything. Yet a stopped
-  cache's objects are *not* freed by reference counting alone: the cache and its informers
-  reference each other (a cycle), and the store hangs off that cycle — measured: after a
-  2,000-object cache was stopped and dropped, reference counting freed 6 memory blocks, the cycle
-  collector 27k. So the objects a stopped cache held count towards the next coalesced freeze,
-  which unfreezes, collects (reclaiming them) and freezes the survivors; the last cache to stop
-  unfreezes the heap at once.
+  process-wide, so every removal would make the next freeze rescan everything. It need not: a
+  stopped cache holds no reference cycle (informers call the cache back through a weak
+  reference, reflectors let go of their informer when they end, a client makes its ``status``
+  subresource client per access), so reference counting frees its objects — frozen or not — as
+  soon as the last reference to the cluster goes (``tests/test_cluster.py`` checks this with the
+  collector off). The dropped objects still count towards the next coalesced freeze, which
+  collects whatever cycles user code left; the last cache to stop unfreezes the heap at once.
 
 Opt out per cache with ``CacheOptions(gc_policy=None)`` or for the whole process with the
 environment variable ``MCR_GC_POLICY=off``.

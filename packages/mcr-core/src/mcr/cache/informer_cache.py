@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -128,7 +129,9 @@ class InformerCache:
             namespaced=mapping.namespaced,
             scopes=self.options.scopes_for(gvk),
             config=self.options.reflector_config(),
-            on_synced=self._informer_synced,
+            # Weakly: the cache holds its informers, an informer must not hold the cache (a cycle
+            # would keep a stopped cache's objects until the cyclic collector runs).
+            on_synced=_weak_callback(self._informer_synced),
             resync_period=self.options.sync_period_for(gvk),
         )
         pending = self._pending_indexers.pop(gvk, None)
@@ -195,3 +198,15 @@ class InformerCache:
             field_selector=field_selector,
             limit=limit,
         )
+
+
+def _weak_callback(method: Callable[[Informer], None]) -> Callable[[Informer], None]:
+    """``method`` (a bound method) called through a weak reference to its object."""
+    ref = weakref.WeakMethod(method)
+
+    def call(informer: Informer) -> None:
+        target = ref()
+        if target is not None:
+            target(informer)
+
+    return call

@@ -58,6 +58,19 @@ class ReflectorSink(Protocol):
         """Apply one ADDED/MODIFIED/DELETED event."""
 
 
+class _DetachedSink:
+    """The sink of a reflector whose run has ended: nothing may reach it any more."""
+
+    def replace(self, scope: str | None, objs: list[Obj], resource_version: str) -> None:
+        raise RuntimeError("reflector has stopped")
+
+    def watch_event(self, event_type: str, obj: Obj) -> None:
+        raise RuntimeError("reflector has stopped")
+
+
+_DETACHED = _DetachedSink()
+
+
 @dataclass(frozen=True, slots=True)
 class ReflectorConfig:
     """Tuning shared by the reflectors of one cache (see :class:`mcr.cache.CacheOptions`)."""
@@ -119,6 +132,18 @@ class Reflector:
         return f"{where}{self._path}{sel}"
 
     async def run(self) -> None:
+        """List and watch until cancelled; a reflector runs once.
+
+        When it ends, the reflector lets go of its sink: the informer keeps its reflectors for
+        diagnostics, and without this the two would only be freed by the cyclic collector (with
+        a whole cache of objects hanging off them).
+        """
+        try:
+            await self._run()
+        finally:
+            self._sink = _DETACHED
+
+    async def _run(self) -> None:
         need_list = True
         while True:
             try:

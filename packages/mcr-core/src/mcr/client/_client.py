@@ -76,7 +76,6 @@ class Client:
         self.rest_mapper = rest_mapper if rest_mapper is not None else RESTMapper(transport)
         self.reader = reader
         self.field_manager = field_manager
-        self.status = SubResourceClient(self, "status")
 
     def __repr__(self) -> str:
         cached = ", cached" if self.reader is not None else ""
@@ -85,6 +84,13 @@ class Client:
     @property
     def cluster_name(self) -> str:
         return self.transport.cluster_name
+
+    @property
+    def status(self) -> SubResourceClient:
+        """The ``status`` subresource client (made per access: stored, it would form a reference
+        cycle with this client, keeping a stopped cluster's cache alive until a full collection).
+        """
+        return SubResourceClient(self, "status")
 
     @property
     def api_reader(self) -> Client:
