@@ -109,6 +109,17 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+def _settle_close(closed: asyncio.Future[None]) -> None:
+    """Mark a connection's close outcome seen.
+
+    A TLS shutdown that ends with an error (e.g. the server's data after close_notify) is
+    expected when mcr closes a connection early; unseen, asyncio would report the future's
+    exception as never retrieved.
+    """
+    if not closed.cancelled():
+        closed.exception()
+
+
 class _TrackingConnector(aiohttp.TCPConnector):
     """A connection pool that remembers each connection's protocol.
 
@@ -209,17 +220,14 @@ class Transport:
         open_ = [(p, p.closed) for p in protocols]
         pending = {f for _, f in open_ if f is not None and not f.done()} | self._closing
         self._closing.clear()
+        for fut in pending:
+            fut.add_done_callback(_settle_close)
         if pending:
             _, late = await asyncio.wait(pending, timeout=2.0)
             if late:
                 for proto, closed in open_:
                     if closed is not None and not closed.done() and proto.transport is not None:
                         proto.transport.abort()
-        for closed in pending:
-            # A TLS shutdown that ended with an error (e.g. data after close_notify) is expected
-            # here; mark it seen so asyncio does not report it as never retrieved.
-            if closed.done() and not closed.cancelled():
-                closed.exception()
 
     async def __aenter__(self) -> Transport:
         return self
@@ -476,6 +484,7 @@ class _Stream:
             pending = self._transport._closing
             pending.add(closed)
             closed.add_done_callback(pending.discard)
+            closed.add_done_callback(_settle_close)
 
 
 class _Lines:
