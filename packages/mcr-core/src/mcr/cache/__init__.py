@@ -12,11 +12,18 @@ from mcr.cache.gcpolicy import GCPolicy
 from mcr.cache.handlers import DeletedFinalStateUnknown, EventHandler, EventHandlerFuncs, Registration
 from mcr.cache.informer import Informer, ScopeSpec
 from mcr.cache.informer_cache import InformerCache
-from mcr.cache.options import ByObject, CacheOptions, NamespaceConfig, strip_managed_fields
+from mcr.cache.options import (
+    DEFAULT_SYNC_PERIOD,
+    ByObject,
+    CacheOptions,
+    NamespaceConfig,
+    strip_managed_fields,
+)
 from mcr.cache.reader import CacheReader
 from mcr.cache.store import NAMESPACE_INDEX, Indexer, IndexerConflictError, meta_namespace_key
 
 __all__ = [
+    "DEFAULT_SYNC_PERIOD",
     "NAMESPACE_INDEX",
     "BackoffPolicy",
     "ByObject",
