@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import functools
 import operator
@@ -23,7 +22,7 @@ from mcr.manager import Manager
 from mcr.predicate import GenerationChanged
 from mcr.reconcile import Request, Result, current_cluster
 from mcr.source import Kind
-from mcr.testing import eventually
+from mcr.testing import eventually, running
 
 WIDGET = "example.com/v1/Widget"
 CM = "v1/ConfigMap"
@@ -107,19 +106,6 @@ async def get_or_none(client: Client, kind: str, name: str, ns: str = "default")
         return await client.get(kind, name, namespace=ns)
     except NotFoundError:
         return None
-
-
-@contextlib.asynccontextmanager
-async def running(mgr: Manager) -> AsyncIterator[Manager]:
-    task = asyncio.create_task(mgr.start(handle_signals=False))
-    try:
-        yield mgr
-    finally:
-        mgr.stop()
-        await asyncio.wait([task], timeout=30)
-        if not task.done():
-            task.cancel()
-            await asyncio.wait([task])
 
 
 def owner_reconciler(mgr: Manager, seen: list[Request]) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mcr.manager import Manager, RunnableFunc, ShutdownTimeoutError
-from mcr.testing import eventually
+from mcr.testing import eventually, running
 
 
 class Tracked:
@@ -171,3 +171,36 @@ async def test_without_leader_election_the_manager_counts_as_elected() -> None:
     finally:
         mgr.stop()
         await asyncio.wait_for(task, 5)
+
+
+async def test_testing_running_stops_the_manager_and_raises_its_failure() -> None:
+    journal: list[str] = []
+    mgr = Manager(metrics_bind_address="0")
+    other = Tracked("other", journal)
+    mgr.add(other)
+    async with running(mgr):
+        await eventually(lambda: other.running, timeout=5)
+    assert not other.running, "leaving the block stops the manager"
+
+    async def boom() -> None:
+        raise ValueError("runnable exploded")
+
+    failing = Manager(metrics_bind_address="0")
+    failing.add(RunnableFunc(boom, name="boom"))
+    with pytest.raises(ValueError, match="runnable exploded"):
+        async with running(failing):
+            await asyncio.sleep(0.2)
+    with pytest.raises(KeyError, match="the block's own error wins"):
+        async with running(Manager(metrics_bind_address="0")):
+            raise KeyError("the block's own error wins")
+
+
+async def test_stop_before_start_runs_is_remembered() -> None:
+    journal: list[str] = []
+    mgr = Manager(metrics_bind_address="0")
+    early = Tracked("early", journal)
+    mgr.add(early)
+    task = asyncio.create_task(mgr.start(handle_signals=False))
+    mgr.stop()  # before the task has run at all
+    await asyncio.wait_for(task, 5)  # without the remembered stop, start() would run until cancelled
+    assert not early.running

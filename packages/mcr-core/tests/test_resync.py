@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from mcr.predicate import ResourceVersionChanged
 from mcr.reconcile import Request
 from mcr.restmapper import RESTMapper
 from mcr.source import Kind
-from mcr.testing import eventually, open_sockets
+from mcr.testing import eventually, open_sockets, running
 from mcr.transport import Transport
 from mcr.workqueue import LOW_PRIORITY
 
@@ -323,19 +322,6 @@ async def test_kind_source_enqueues_resyncs_at_low_priority_and_rv_predicate_dro
             reg.remove()
     finally:
         await cluster.stop()
-
-
-@contextlib.asynccontextmanager
-async def running(mgr: Manager) -> AsyncIterator[Manager]:
-    task = asyncio.create_task(mgr.start(handle_signals=False))
-    try:
-        yield mgr
-    finally:
-        mgr.stop()
-        await asyncio.wait([task], timeout=30)
-        if not task.done():
-            task.cancel()
-            await asyncio.wait([task])
 
 
 async def test_controllers_reconcile_again_after_a_resync_unless_filtered(apiserver: Any, env: Env) -> None:

@@ -178,6 +178,7 @@ class Manager:
         self._health_server: HTTPServer | None = None
         self._started = False
         self._stop_requested: asyncio.Event | None = None
+        self._stop_early = False  # stop() came before start() created its event
         self._abort = False
         self._error: BaseException | None = None
         self._local_task: asyncio.Task[None] | None = None
@@ -295,9 +296,15 @@ class Manager:
     # -- running ---------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Ask :meth:`start` to shut down gracefully; returns at once. Repeat calls do nothing."""
+        """Ask :meth:`start` to shut down gracefully; returns at once. Repeat calls do nothing.
+
+        Called before :meth:`start` runs (e.g. right after creating its task), it is remembered:
+        ``start`` then shuts down as soon as it has started everything.
+        """
         if self._stop_requested is not None:
             self._stop_requested.set()
+        else:
+            self._stop_early = True
 
     def _second_signal(self) -> None:
         if self._error is None:
@@ -325,6 +332,8 @@ class Manager:
             raise RuntimeError("this manager was already started; a Manager runs once")
         self._started = True
         self._stop_requested = asyncio.Event()
+        if self._stop_early:
+            self._stop_requested.set()
         if handle_signals is None:
             handle_signals = in_main_thread()
         cancelled = False

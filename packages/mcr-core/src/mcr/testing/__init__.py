@@ -1,9 +1,11 @@
-"""Test helpers for code built on mcr: bounded polling, leak checks and the provider conformance suite."""
+"""Test helpers for code built on mcr: bounded polling, leak checks, a manager run for a block, and the
+provider conformance suite."""
 
 from __future__ import annotations
 
 from mcr.testing._eventually import eventually
 from mcr.testing._resources import open_sockets
+from mcr.testing._running import running
 from mcr.testing.conformance import Engagement, IndexProbe, RecordingAware, cache_index_probe, check_provider
 
 __all__ = [
@@ -14,4 +16,5 @@ __all__ = [
     "check_provider",
     "eventually",
     "open_sockets",
+    "running",
 ]
