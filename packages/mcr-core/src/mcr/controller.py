@@ -29,7 +29,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcr import metrics
-from mcr._metricbatch import Batch, BatchedCounter, BatchedHistogram
+from mcr._controllerparts import ClusterMetrics, Engagement
+from mcr._metricbatch import Batch
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import _fields as _log_fields
 from mcr.ratelimit import ItemExponentialFailureRateLimiter, RateLimiter
@@ -51,35 +52,6 @@ _names: weakref.WeakValueDictionary[str, Controller] = weakref.WeakValueDictiona
 
 # Log fields a worker takes from its request rather than from the surrounding context.
 _REQUEST_FIELDS = ("cluster", "namespace", "name")
-
-
-class _Engagement:
-    """One cluster's engagement: its watch tasks and their states."""
-
-    __slots__ = ("cluster", "name", "states", "superseded", "tasks")
-
-    def __init__(self, name: str, cluster: Cluster) -> None:
-        self.name = name
-        self.cluster = cluster
-        self.tasks: dict[Kind, asyncio.Task[None]] = {}
-        self.states: dict[Kind, str] = {}
-        self.superseded = asyncio.Event()
-
-    def state(self) -> str:
-        """``synced`` when every watch synced, ``failed`` if one is failing, else ``pending``."""
-        values = self.states.values()
-        if any(v == "failed" for v in values):
-            return "failed"
-        if all(v == "synced" for v in values):
-            return "synced"
-        return "pending"
-
-    async def stop(self) -> None:
-        for task in self.tasks.values():
-            task.cancel()
-        if self.tasks:
-            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
-        self.tasks.clear()
 
 
 class Controller:
@@ -136,7 +108,7 @@ class Controller:
         self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=rate_limiter)
         self._kinds: list[Kind] = []
         self._channels: list[Channel] = []
-        self._engagements: dict[str, _Engagement] = {}
+        self._engagements: dict[str, Engagement] = {}
         self._ever_engaged = False
         # Per worker: its task and the request it is reconciling (None between requests). A slot
         # per worker costs two stores per reconcile where a dict of in-flight requests costs three
@@ -145,7 +117,7 @@ class Controller:
         self._current: list[Request | None] = []
         self._aborted: set[Request] = set()
         self._started = False
-        self._cluster_metrics: dict[str, _ClusterMetrics] = {}
+        self._cluster_metrics: dict[str, ClusterMetrics] = {}
         queue_metrics = self.queue._metrics
         assert queue_metrics is not None  # a named queue records metrics
         # One batch for the queue's and the reconcile metrics: the queue arms its timer on every
@@ -222,7 +194,7 @@ class Controller:
         if old is not None:
             old.superseded.set()
             await old.stop()
-        eng = _Engagement(name, cluster)
+        eng = Engagement(name, cluster)
         self._engagements[name] = eng
         self._ever_engaged = True
         if self._selects(name, cluster):
@@ -236,7 +208,7 @@ class Controller:
             raise
         await eng.stop()
 
-    async def _disengage(self, eng: _Engagement) -> None:
+    async def _disengage(self, eng: Engagement) -> None:
         await eng.stop()
         if self._engagements.get(eng.name) is not eng:
             return  # replaced meanwhile: the new engagement owns the queue entries
@@ -272,13 +244,13 @@ class Controller:
         if m is not None:
             self._batch.discard(m.members())
 
-    def _start_watch(self, eng: _Engagement, src: Kind) -> None:
+    def _start_watch(self, eng: Engagement, src: Kind) -> None:
         eng.states[src] = "pending"
         eng.tasks[src] = asyncio.get_running_loop().create_task(
             self._run_watch(eng, src), name=f"mcr-watch-{self.name}-{eng.name}-{kind_name(src.kind)}"
         )
 
-    async def _run_watch(self, eng: _Engagement, src: Kind) -> None:
+    async def _run_watch(self, eng: Engagement, src: Kind) -> None:
         """Start ``src`` on ``eng``'s cluster, retrying with backoff; hold it until cancelled."""
         delay, longest = self.engage_retry
         while True:
@@ -489,17 +461,17 @@ class Controller:
                     if dirty or queue._drained is not None:
                         after_done(req)
 
-    def _metrics_for(self, cluster: str) -> _ClusterMetrics:
+    def _metrics_for(self, cluster: str) -> ClusterMetrics:
         m = self._cluster_metrics.get(cluster)
         if m is None:
-            m = self._cluster_metrics[cluster] = _ClusterMetrics(self._batch, self.name, cluster)
+            m = self._cluster_metrics[cluster] = ClusterMetrics(self._batch, self.name, cluster)
             queue_metrics = self.queue._metrics
             if queue_metrics is not None:
                 # A reconcile's time is its work duration in the queue (from hand-out to done).
                 m.time.mirror(queue_metrics.work_duration.child)
         return m
 
-    def _handle_result(self, req: Request, result: object, m: _ClusterMetrics) -> None:
+    def _handle_result(self, req: Request, result: object, m: ClusterMetrics) -> None:
         queue = self.queue
         if result is None:
             queue.forget(req)
@@ -522,32 +494,3 @@ class Controller:
         else:
             queue.forget(req)
             m.success.inc()
-
-
-class _ClusterMetrics:
-    """One (controller, cluster)'s metric children, bound once."""
-
-    __slots__ = ("error", "errors", "requeue_after", "success", "terminal", "time", "time_append", "timeouts")
-
-    def __init__(self, batch: Batch, controller: str, cluster: str) -> None:
-        self.success = batch.counter(metrics.RECONCILE_TOTAL.labels(controller, "success", cluster))
-        self.error = batch.counter(metrics.RECONCILE_TOTAL.labels(controller, "error", cluster))
-        self.requeue_after = batch.counter(
-            metrics.RECONCILE_TOTAL.labels(controller, "requeue_after", cluster)
-        )
-        self.errors = batch.counter(metrics.RECONCILE_ERRORS_TOTAL.labels(controller, cluster))
-        self.terminal = batch.counter(metrics.TERMINAL_RECONCILE_ERRORS_TOTAL.labels(controller, cluster))
-        self.timeouts = batch.counter(metrics.RECONCILE_TIMEOUTS_TOTAL.labels(controller, cluster))
-        self.time = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels(controller, cluster))
-        self.time_append = self.time.values.append
-
-    def members(self) -> list[BatchedCounter | BatchedHistogram]:
-        return [
-            self.success,
-            self.error,
-            self.requeue_after,
-            self.errors,
-            self.terminal,
-            self.timeouts,
-            self.time,
-        ]

@@ -5,8 +5,10 @@ It behaves like controller-runtime's priority queue, plus fairness across cluste
 - **De-duplication.** An item is at most once in the queue. An item handed to a worker is
   *processing* until :meth:`WorkQueue.done`; adding it meanwhile marks it dirty, and ``done``
   puts it back, so one key is never processed by two workers at once and no update is lost.
-- **Priorities.** Higher first (default 0; initial-list events use :data:`LOW_PRIORITY`, -100).
-  Adding a queued item with a higher priority raises it.
+- **Priorities.** Higher first (default 0; initial-list events use :data:`LOW_PRIORITY`, -100),
+  first in first out within a priority. Adding a queued item with a higher priority raises it
+  (behind the items already at that priority). Adding and taking cost O(1) whatever the backlog
+  (a deque per priority and cluster); :meth:`WorkQueue.add_many` queues a whole list at once.
 - **Fair across clusters.** Each cluster (the item's ``cluster_name``) has its own sub-queue and
   :meth:`WorkQueue.get` serves the clusters round-robin, priority first within each, so a cluster
   with a backlog of thousands does not starve another.
@@ -27,15 +29,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
-import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-from mcr import metrics
-from mcr._metricbatch import Batch
+from mcr._queueparts import ClusterQueue, Info, QueueMetrics, take_stale
 from mcr.ratelimit import RateLimiter, cluster_of, default_controller_rate_limiter
 
 __all__ = ["LOW_PRIORITY", "QueueShutDown", "WorkQueue"]
@@ -48,42 +47,6 @@ T = TypeVar("T", bound=Hashable)
 
 class QueueShutDown(Exception):
     """Raised by :meth:`WorkQueue.get` once the queue is shut down."""
-
-
-# A queued item's bookkeeping is (priority, added_at). Each cluster keeps one FIFO deque per
-# priority (highest served first), so adding and taking are O(1) whatever the backlog. Raising a
-# queued item's priority appends it to the higher deque and leaves a *stale* entry behind in the
-# lower one; stale entries are counted per item and priority and skipped when they come up (a
-# stale entry always precedes any live entry of the same item at the same priority).
-_Info = tuple[int, float]
-
-
-class _ClusterQueue(Generic[T]):
-    """One cluster's ready items: a deque per priority, ``order`` lists priorities highest first.
-
-    ``live`` counts the entries that are not stale: a cluster whose live count drops to zero
-    leaves the round-robin at once (its remaining entries are all stale).
-    """
-
-    __slots__ = ("levels", "live", "name", "order")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.live = 0
-        self.levels: dict[int, deque[T]] = {}
-        self.order: list[int] = []
-
-    def level(self, priority: int) -> deque[T]:
-        """The deque of ``priority``, created (in order) if missing."""
-        dq = self.levels.get(priority)
-        if dq is None:
-            dq = self.levels[priority] = deque()
-            order = self.order
-            i = 0
-            while i < len(order) and order[i] > priority:
-                i += 1
-            order.insert(i, priority)
-        return dq
 
 
 class WorkQueue(Generic[T]):
@@ -107,9 +70,9 @@ class WorkQueue(Generic[T]):
         self._cluster_of = cluster_of
         self._clock = clock
         self._seq = 0
-        self._queued: dict[T, _Info] = {}
-        self._subs: dict[str, _ClusterQueue[T]] = {}
-        self._rr: deque[_ClusterQueue[T]] = deque()
+        self._queued: dict[T, Info] = {}
+        self._subs: dict[str, ClusterQueue[T]] = {}
+        self._rr: deque[ClusterQueue[T]] = deque()
         self._stale: dict[T, dict[int, int]] = {}
         # The deque _pop may take from directly: set while exactly one cluster has ready items,
         # all at one priority; any new cluster, level or requeue in between clears it.
@@ -124,7 +87,7 @@ class WorkQueue(Generic[T]):
         self._popped_at = 0.0  # clock reading of the last item handed out (workers reuse it)
         self._shutting_down = False
         self._drained: asyncio.Event | None = None
-        self._metrics = _QueueMetrics(self, name) if name else None
+        self._metrics = QueueMetrics(self, name) if name else None
 
     def flush_metrics(self) -> None:
         """Hand recorded counts and durations to Prometheus now (normally within a second)."""
@@ -171,7 +134,7 @@ class WorkQueue(Generic[T]):
             cluster = self._cluster_of(item)
         sub = self._subs.get(cluster)
         if sub is None:
-            sub = self._subs[cluster] = _ClusterQueue(cluster)
+            sub = self._subs[cluster] = ClusterQueue(cluster)
             self._rr.append(sub)
             self._fast = None
         sub.live += 1
@@ -214,7 +177,7 @@ class WorkQueue(Generic[T]):
                 self._queued = fresh  # nothing to merge with: adopt the new dict
             sub = self._subs.get(cluster)
             if sub is None:
-                sub = self._subs[cluster] = _ClusterQueue(cluster)
+                sub = self._subs[cluster] = ClusterQueue(cluster)
                 self._rr.append(sub)
                 self._fast = None
             if priority not in sub.levels:
@@ -426,7 +389,7 @@ class WorkQueue(Generic[T]):
         cluster = self._cluster_of(item)
         sub = self._subs.get(cluster)
         if sub is None:
-            sub = self._subs[cluster] = _ClusterQueue(cluster)
+            sub = self._subs[cluster] = ClusterQueue(cluster)
             self._rr.append(sub)
         if fresh:
             sub.live += 1
@@ -437,7 +400,7 @@ class WorkQueue(Generic[T]):
         queued = self._queued
         stale = self._stale
         fast = self._fast
-        found: _Info | None = None
+        found: Info | None = None
         if fast and not stale:
             # One cluster has ready items, at one priority, none stale: no turn or level to
             # choose, and the deque holds live entries only.
@@ -460,7 +423,7 @@ class WorkQueue(Generic[T]):
             m.queue_append(now - found[1])
         return item
 
-    def _pop_turn(self) -> tuple[Any, _Info | None]:
+    def _pop_turn(self) -> tuple[Any, Info | None]:
         """Take the next live entry in round-robin order: ``(item, info)``, or ``(None, None)``."""
         rr = self._rr
         queued = self._queued
@@ -474,7 +437,7 @@ class WorkQueue(Generic[T]):
                 dq = levels[priority]
                 while dq:
                     item = dq.popleft()
-                    if stale and item in stale and _take_stale(stale, item, priority):
+                    if stale and item in stale and take_stale(stale, item, priority):
                         continue
                     found = queued.pop(item, None)
                     if found is None:
@@ -497,7 +460,7 @@ class WorkQueue(Generic[T]):
             self._drop(sub)
         return None, None
 
-    def _drop(self, sub: _ClusterQueue[T]) -> None:
+    def _drop(self, sub: ClusterQueue[T]) -> None:
         """Take ``sub`` (the cluster whose turn it is) out of the round-robin: no live entries left.
 
         What its deques still hold is stale; those entries' stale counts go with them.
@@ -509,7 +472,7 @@ class WorkQueue(Generic[T]):
         for priority, dq in sub.levels.items():
             for item in dq:
                 if item in stale:
-                    _take_stale(stale, item, priority)
+                    take_stale(stale, item, priority)
 
     def _arm_metrics(self) -> None:
         """Make sure recorded metrics reach Prometheus within the batch interval."""
@@ -567,74 +530,3 @@ class WorkQueue(Generic[T]):
 
 
 _NOTHING = object()
-
-
-def _take_stale(stale: dict[T, dict[int, int]], item: T, priority: int) -> bool:
-    """Consume one stale entry of ``item`` at ``priority`` if there is one (the one just popped)."""
-    counts = stale[item]
-    n = counts.get(priority)
-    if not n:
-        return False
-    if n > 1:
-        counts[priority] = n - 1
-    else:
-        del counts[priority]
-        if not counts:
-            del stale[item]
-    return True
-
-
-class _QueueMetrics:
-    """The queue's metrics with controller-runtime's names, at a fraction of a µs per item.
-
-    Counts and durations are batched (:mod:`mcr._metricbatch`: in Prometheus within a second);
-    the depth and unfinished-work gauges are computed when collected, and collecting the depth
-    gauge (registered before the others) from the queue's own thread flushes the batch first, so
-    a scrape on the event loop sees exact values.
-    """
-
-    __slots__ = (
-        "__weakref__",
-        "_thread",
-        "adds",
-        "batch",
-        "queue_append",
-        "queue_duration",
-        "retries",
-        "work_append",
-        "work_duration",
-    )
-
-    def __init__(self, queue: WorkQueue[Any], name: str) -> None:
-        self.batch = Batch()
-        self.adds = self.batch.counter(metrics.WORKQUEUE_ADDS_TOTAL.labels(name, name))
-        self.retries = self.batch.counter(metrics.WORKQUEUE_RETRIES_TOTAL.labels(name, name))
-        self.queue_duration = self.batch.histogram(
-            metrics.WORKQUEUE_QUEUE_DURATION_SECONDS.labels(name, name)
-        )
-        self.work_duration = self.batch.histogram(metrics.WORKQUEUE_WORK_DURATION_SECONDS.labels(name, name))
-        # Bound once: an observation on the hot path is one call (the arrays keep their identity).
-        self.queue_append = self.queue_duration.values.append
-        self.work_append = self.work_duration.values.append
-        self._thread = threading.get_ident()
-        queue_ref = weakref.ref(queue)
-        self_ref = weakref.ref(self)
-
-        def depth() -> float:
-            m = self_ref()
-            if m is not None and threading.get_ident() == m._thread:
-                m.batch.flush()
-            q = queue_ref()
-            return float(len(q._queued)) if q is not None else 0.0
-
-        def unfinished() -> float:
-            q = queue_ref()
-            return q._unfinished()[0] if q is not None else 0.0
-
-        def longest() -> float:
-            q = queue_ref()
-            return q._unfinished()[1] if q is not None else 0.0
-
-        metrics.WORKQUEUE_DEPTH.labels(name, name).set_function(depth)
-        metrics.WORKQUEUE_UNFINISHED_WORK_SECONDS.labels(name, name).set_function(unfinished)
-        metrics.WORKQUEUE_LONGEST_RUNNING_PROCESSOR_SECONDS.labels(name, name).set_function(longest)
