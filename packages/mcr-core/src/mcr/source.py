@@ -25,7 +25,7 @@ from mcr.cache.handlers import DeletedFinalStateUnknown, Registration
 from mcr.handler import EnqueueRequestForObject, EventHandler, Queue
 from mcr.predicate import Predicate, meta
 from mcr.reconcile import Request
-from mcr.workqueue import LOW_PRIORITY
+from mcr.workqueue import LOW_PRIORITY, WorkQueue
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
@@ -138,7 +138,8 @@ class _ClusterEvents:
         # The common case (the default handler, no predicates) is handled in on_add itself: one
         # Python call less per event.
         self.fast_add = not predicates and type(handler) is EnqueueRequestForObject
-        self.add_many: Callable[..., None] | None = getattr(queue, "add_many", None)
+        # Bulk adds need mcr's own queue (other Queue implementations get one add per object).
+        self.add_many = queue.add_many if isinstance(queue, WorkQueue) else None
 
     def on_add(self, obj: Any, is_initial_list: bool) -> None:
         if self.fast_add:
