@@ -24,7 +24,7 @@ import math
 from bisect import bisect_right
 from typing import Any
 
-__all__ = ["Batch", "BatchedCounter", "BatchedHistogram", "observe"]
+__all__ = ["Batch", "BatchedCounter", "BatchedHistogram"]
 
 
 class BatchedCounter:
@@ -112,7 +112,10 @@ class BatchedHistogram:
         self.targets.append(_Target(child))
 
     def observe(self, value: float) -> None:
-        observe(self, value)
+        """Record ``value`` (in Prometheus within the batch's interval)."""
+        self.values.append(value)
+        if self._batch._timer is None:
+            self._batch.touch()
 
     def flush(self) -> None:
         pending = self.values
@@ -125,13 +128,6 @@ class BatchedHistogram:
                 target.add(pending, total)
         finally:
             del pending[:]  # in place: hot paths hold pending.append
-
-
-def observe(h: BatchedHistogram, value: float) -> None:
-    """Record ``value`` in ``h`` (a list append; in Prometheus within the batch's interval)."""
-    h.values.append(value)
-    if h._batch._timer is None:
-        h._batch.touch()
 
 
 class Batch:

@@ -134,9 +134,7 @@ class WorkQueue(Generic[T]):
             cluster = self._cluster_of(item)
         sub = self._subs.get(cluster)
         if sub is None:
-            sub = self._subs[cluster] = ClusterQueue(cluster)
-            self._rr.append(sub)
-            self._fast = None
+            sub = self._new_sub(cluster)
         sub.live += 1
         dq = sub.levels.get(priority)
         if dq is None:
@@ -175,11 +173,7 @@ class WorkQueue(Generic[T]):
                 queued.update(fresh)
             else:
                 self._queued = fresh  # nothing to merge with: adopt the new dict
-            sub = self._subs.get(cluster)
-            if sub is None:
-                sub = self._subs[cluster] = ClusterQueue(cluster)
-                self._rr.append(sub)
-                self._fast = None
+            sub = self._subs.get(cluster) or self._new_sub(cluster)
             if priority not in sub.levels:
                 self._fast = None
             sub.level(priority).extend(fresh)
@@ -387,10 +381,7 @@ class WorkQueue(Generic[T]):
         self._fast = None
         self._queued[item] = (priority, added_at)
         cluster = self._cluster_of(item)
-        sub = self._subs.get(cluster)
-        if sub is None:
-            sub = self._subs[cluster] = ClusterQueue(cluster)
-            self._rr.append(sub)
+        sub = self._subs.get(cluster) or self._new_sub(cluster)
         if fresh:
             sub.live += 1
         sub.level(priority).append(item)
@@ -473,6 +464,13 @@ class WorkQueue(Generic[T]):
             for item in dq:
                 if item in stale:
                     take_stale(stale, item, priority)
+
+    def _new_sub(self, cluster: str) -> ClusterQueue[T]:
+        """A new (empty) sub-queue for ``cluster``, last in the round-robin; ends the fast path."""
+        sub = self._subs[cluster] = ClusterQueue(cluster)
+        self._rr.append(sub)
+        self._fast = None
+        return sub
 
     def _arm_metrics(self) -> None:
         """Make sure recorded metrics reach Prometheus within the batch interval."""
