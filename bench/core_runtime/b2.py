@@ -2,19 +2,28 @@
 
 An ``mcr-envtest`` server runs in a child process (pinned to CPU 0 when ``taskset`` exists; the
 benchmark pins itself to CPU 1) holding N ConfigMaps. Each measurement uses a fresh
-:class:`mcr.cluster.Cluster`, so its informer lists all N objects from scratch:
+:class:`mcr.cluster.Cluster`. Two workloads, each with its floor:
 
-- floor: a counting event handler on the ConfigMap informer, taking the list in one ``on_adds``
-  call as the controller's source does; events/s = N / (informer start → every event delivered);
-- subject: a Controller with ``Kind(ConfigMap)`` and a no-op async reconcile engaged on the
-  cluster; reconciles/s = N / (engage → N distinct reconciles done and their metrics flushed to
-  Prometheus).
+- ``watch`` (PERFORMANCE.md's B2: B1's workload, a watch stream of N ConfigMaps cycling): the
+  informer has synced (and the controller has reconciled the initial list) before the window;
+  the window runs :data:`CYCLES` times through: ask the server to update every ConfigMap once
+  (it commits them in runs of 200, yielding in between, so the stream arrives in bursts), wait
+  for the last update event (floor) or the last reconcile (subject). A cycle starts when the
+  previous one has been handled, so an update is never de-duplicated and a slow client (under
+  a profiler) never falls so far behind that the server drops its watch;
+- ``list`` (a cluster's initial list, the harder case: the informer's per-object cost is lowest
+  there): from informer start (floor) or engagement (subject) until N events or reconciles.
+
+Floor: a counting event handler on the ConfigMap informer, taking the informer's batch deliveries
+(``on_adds``, ``on_events``) as the controller's source does. Subject: a Controller with
+``Kind(ConfigMap)`` and a no-op async reconcile; its window includes flushing the metrics
+recorded for those reconciles to Prometheus.
 
 Both rates are reported per second of this process's CPU time (``time.process_time``), which
-leaves out time spent waiting for the server (the server's list speed is not what B2 measures and
-on a shared machine it varies run to run), and per wall second. Floor and subject alternate
-(five rounds by default), each after a full collection so that no round pays for the garbage of
-the one before; the median of each is reported.
+leaves out time spent waiting for the server (the server's speed is not what B2 measures and on
+a shared machine it varies run to run), and per wall second. Floor and subject alternate (15
+rounds by default), each after a full collection so that no round pays for the garbage of the
+one before. Reported: the ratio of the median rates and the median of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -37,19 +46,47 @@ import mcr_envtest
 
 async def main(n):
     async with mcr_envtest.Server(https=True, history_size=1000) as srv:
-        for i in range(n):
+        uids = [str(uuid.uuid4()) for _ in range(n)]
+
+        def commit(i, round_):
             srv.store.commit("", "configmaps", {
                 "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": f"cm-{i}", "namespace": "bench", "uid": str(uuid.uuid4()),
+                "metadata": {"name": f"cm-{i}", "namespace": "bench", "uid": uids[i],
                              "creationTimestamp": "2026-01-01T00:00:00Z",
                              "labels": {"app": "bench", "index": str(i % 100)}},
-                "data": {"key": "x" * 512},
+                "data": {"key": "x" * 512, "round": str(round_)},
             })
+
+        for i in range(n):
+            commit(i, 0)
         print(json.dumps({"kubeconfig": srv.kubeconfig_path}), flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        loop = asyncio.get_running_loop()
+        round_ = 0
+        # Each line on stdin: update every ConfigMap once. EOF: exit.
+        while await loop.run_in_executor(None, sys.stdin.readline):
+            round_ += 1
+            for i in range(n):
+                commit(i, round_)
+                if i % 200 == 199:
+                    await asyncio.sleep(0)
 
 asyncio.run(main(int(sys.argv[1])))
 """
+
+
+class _Server:
+    """The child process serving the ConfigMaps; :meth:`update_all` starts rounds of updates.
+
+    ``control`` is the file descriptor of the server's stdin (another process given it can
+    drive the server too).
+    """
+
+    def __init__(self, kubeconfig: str, control: int) -> None:
+        self.kubeconfig = kubeconfig
+        self.control = control
+
+    def update_all(self) -> None:
+        os.write(self.control, b"update\n")
 
 
 @contextlib.contextmanager
@@ -63,7 +100,8 @@ def _server(n: int) -> Any:
         line = proc.stdout.readline()
         if not line:
             raise RuntimeError(f"envtest server for b2 exited early (code {proc.wait()})")
-        yield json.loads(line)["kubeconfig"]
+        assert proc.stdin is not None
+        yield _Server(json.loads(line)["kubeconfig"], proc.stdin.fileno())
     finally:
         if proc.stdin is not None:
             proc.stdin.close()
@@ -75,106 +113,169 @@ def _server(n: int) -> Any:
 
 
 class _Counter:
-    def __init__(self, n: int) -> None:
-        self.n = n
+    """Counts events until ``n``: initial-list adds, or live updates (``live=True``)."""
+
+    def __init__(self, n: int, *, live: bool = False) -> None:
+        self.n = n  # may be raised between rounds (then clear ``done``)
+        self.live = live
         self.count = 0
         self.done = asyncio.Event()
 
-    def on_add(self, obj: Any, is_initial_list: bool) -> None:
-        self.count += 1
-        if self.count == self.n:
-            self.done.set()
-
-    def on_adds(self, objs: list[Any], is_initial_list: bool) -> None:
-        # The informer's batch delivery of a list, which the controller's source uses too.
-        self.count += len(objs)
+    def _seen(self, k: int) -> None:
+        self.count += k
         if self.count >= self.n:
             self.done.set()
 
+    def on_add(self, obj: Any, is_initial_list: bool) -> None:
+        if is_initial_list != self.live:
+            self._seen(1)
+
+    def on_adds(self, objs: list[Any], is_initial_list: bool) -> None:
+        # The informer's batch delivery of a list, which the controller's source uses too.
+        if is_initial_list != self.live:
+            self._seen(len(objs))
+
     def on_update(self, old: Any, new: Any) -> None:
-        return None
+        if self.live:
+            self._seen(1)
+
+    def on_events(self, notes: list[Any]) -> None:
+        # The informer's batch delivery of a watch read, which the controller's source uses too.
+        if self.live:
+            self._seen(len(notes))
 
     def on_delete(self, obj: Any) -> None:
         return None
 
 
-async def _floor(kubeconfig: str, n: int) -> tuple[float, float]:
+Rates = tuple[float, float]  # (per CPU second, per wall second)
+
+CYCLES = 3
+"""Updates of every object in one ``watch`` window (a longer window averages out more noise)."""
+
+
+class _Window:
+    """CPU and wall clocks from construction to :meth:`rates`."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def rates(self, n: int) -> Rates:
+        return n / (time.process_time() - self.cpu), n / (time.perf_counter() - self.wall)
+
+
+async def _floor(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) -> Rates:
     from mcr.cluster import Cluster
 
-    cluster = Cluster.from_kubeconfig(kubeconfig, name="b2-floor")
+    cluster = Cluster.from_kubeconfig(server.kubeconfig, name="b2-floor")
     await cluster.start()
     try:
-        counter = _Counter(n)
-        start, cpu = time.perf_counter(), time.process_time()
+        counter = _Counter(n, live=watch)
+        if not watch:
+            window = _Window()
+            informer = await cluster.cache.get_informer("v1/ConfigMap")
+            informer.add_event_handler(counter)
+            await asyncio.wait_for(counter.done.wait(), 300)
+            return window.rates(n)
         informer = await cluster.cache.get_informer("v1/ConfigMap")
+        await informer.wait_for_sync(300)
         informer.add_event_handler(counter)
-        await asyncio.wait_for(counter.done.wait(), 300)
-        return n / (time.process_time() - cpu), n / (time.perf_counter() - start)
+        gc.collect()
+        window = _Window()
+        for cycle in range(1, cycles + 1):
+            counter.n = n * cycle
+            counter.done.clear()
+            server.update_all()
+            await asyncio.wait_for(counter.done.wait(), 300)
+        return window.rates(n * cycles)
     finally:
         await cluster.stop()
 
 
-async def _subject(kubeconfig: str, n: int) -> tuple[float, float]:
+async def _subject(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) -> Rates:
     from mcr.cluster import Cluster
     from mcr.controller import Controller
     from mcr.reconcile import Request
     from mcr.source import Kind
 
     seen = 0
+    target = n
     done = asyncio.Event()
 
     async def reconcile(req: Request) -> None:
         nonlocal seen
         seen += 1
-        if seen == n:
+        if seen == target:
             done.set()
 
-    cluster = Cluster.from_kubeconfig(kubeconfig, name="b2-subject")
+    cluster = Cluster.from_kubeconfig(server.kubeconfig, name="b2-subject")
     await cluster.start()
     ctrl = Controller("b2-noop", reconcile, skip_name_validation=True)
     ctrl.watch(Kind("v1/ConfigMap"))
     runner = asyncio.create_task(ctrl.start())
+    engagement: asyncio.Task[None] | None = None
     try:
-        start, cpu = time.perf_counter(), time.process_time()
+        window = _Window()
         engagement = asyncio.create_task(ctrl.engage("b2", cluster))
         await asyncio.wait_for(done.wait(), 300)
+        if watch:
+            # The initial list is reconciled; now the window: one update of every object.
+            ctrl.flush_metrics()
+            gc.collect()
+            window = _Window()
+            for cycle in range(1, cycles + 1):
+                done.clear()
+                target = n + n * cycle
+                server.update_all()
+                await asyncio.wait_for(done.wait(), 300)
         # Counted in the window: the metrics recorded for these reconciles (normally handed to
         # Prometheus by a timer a second later).
         ctrl.flush_metrics()
-        elapsed, cpu_used = time.perf_counter() - start, time.process_time() - cpu
-        engagement.cancel()
-        await asyncio.wait([engagement])
-        return n / cpu_used, n / elapsed
+        return window.rates(target - (n if watch else 0))
     finally:
+        if engagement is not None:
+            engagement.cancel()
+            await asyncio.wait([engagement])
         runner.cancel()
         await asyncio.wait([runner])
         await cluster.stop()
 
 
-async def run_b2(n: int, rounds: int = 5) -> dict[str, float]:
-    """Median floor and subject rates (per CPU second and per wall second) and their ratios (goal ≥ 0.7)."""
-    if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, {1})
-    with _server(n) as kubeconfig:
-        floors: list[tuple[float, float]] = []
-        subjects: list[tuple[float, float]] = []
-        for _ in range(rounds):
-            # Each measurement starts without the previous one's garbage (a stopped cache is a
-            # reference cycle): otherwise a full collection of it lands in a random window.
-            gc.collect()
-            floors.append(await _floor(kubeconfig, n))
-            gc.collect()
-            subjects.append(await _subject(kubeconfig, n))
+def _summary(floors: list[Rates], subjects: list[Rates]) -> dict[str, float]:
     floor_cpu = statistics.median(f[0] for f in floors)
     subject_cpu = statistics.median(s[0] for s in subjects)
     floor_wall = statistics.median(f[1] for f in floors)
     subject_wall = statistics.median(s[1] for s in subjects)
+    paired = sorted(s[0] / f[0] for f, s in zip(floors, subjects, strict=True))
     return {
         "informer_events_per_cpu_s": floor_cpu,
         "reconciles_per_cpu_s": subject_cpu,
         "ratio_cpu": subject_cpu / floor_cpu,
+        "ratio_cpu_paired_median": statistics.median(paired),
+        "ratio_cpu_paired_min": paired[0],
+        "ratio_cpu_paired_max": paired[-1],
         "informer_events_per_wall_s": floor_wall,
         "reconciles_per_wall_s": subject_wall,
         "ratio_wall": subject_wall / floor_wall,
     }
+
+
+async def run_b2(n: int, rounds: int = 15) -> dict[str, dict[str, float]]:
+    """Per workload (``watch``, ``list``): median floor and subject rates and their ratios (goal ≥ 0.7)."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {1})
+    results: dict[str, dict[str, float]] = {}
+    with _server(n) as server:
+        for workload in ("watch", "list"):
+            watch = workload == "watch"
+            floors: list[Rates] = []
+            subjects: list[Rates] = []
+            for _ in range(rounds):
+                # Each measurement starts without the previous one's garbage (a stopped cache is
+                # a reference cycle): otherwise a full collection of it lands in a random window.
+                for runs, measure in ((floors, _floor), (subjects, _subject)):
+                    gc.collect()
+                    runs.append(await measure(server, n, watch=watch))
+            results[workload] = _summary(floors, subjects)
+    return results

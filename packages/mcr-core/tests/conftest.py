@@ -6,7 +6,7 @@ pytest plugin. Keep this file small; put fixtures used by one test module in tha
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -37,3 +37,25 @@ async def client(transport: Transport) -> Any:
     from mcr.client import Client
 
     return Client(transport)
+
+
+@pytest.fixture
+def commit_burst(apiserver: Any) -> Callable[[list[str], int], None]:
+    """``commit_burst(names, round_)`` writes ConfigMaps ``default/<name>`` (``data.round``)
+    straight into the server's store, one after the other without yielding: a watch then carries
+    them back to back and the client reads several per read of the stream."""
+
+    def burst(names: list[str], round_: int) -> None:
+        for name in names:
+            apiserver.store.commit(
+                "",
+                "configmaps",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                    "data": {"round": str(round_)},
+                },
+            )
+
+    return burst

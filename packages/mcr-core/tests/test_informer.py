@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,6 +194,173 @@ async def test_a_failing_handler_does_not_stop_the_informer_or_other_handlers(
     await eventually(lambda: len(rec.adds) == 2)
     assert "handler bug" in caplog.text
     assert "failed on add" in caplog.text
+
+
+# --------------------------------------------------------------------------------------------
+# Batch delivery of watch events (``on_events``)
+
+
+def _key_rv(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}", meta["resourceVersion"]
+
+
+class EventLog:
+    """Records live notifications in order as ``(type, key, resourceVersion)`` (initial adds aside)."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str, str]] = []
+
+    def on_add(self, obj: dict[str, Any], is_initial_list: bool) -> None:
+        if not is_initial_list:
+            self.log.append(("ADDED", *_key_rv(obj)))
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.log.append(("MODIFIED", *_key_rv(new)))
+
+    def on_delete(self, obj: dict[str, Any] | DeletedFinalStateUnknown) -> None:
+        assert not isinstance(obj, DeletedFinalStateUnknown)
+        self.log.append(("DELETED", *_key_rv(obj)))
+
+
+class BatchLog(EventLog):
+    """Takes watch events through ``on_events``; counts the per-event calls it gets besides."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+        self.direct = 0
+
+    def on_add(self, obj: dict[str, Any], is_initial_list: bool) -> None:
+        self.direct += not is_initial_list
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.direct += 1
+
+    def on_delete(self, obj: dict[str, Any] | DeletedFinalStateUnknown) -> None:
+        self.direct += 1
+
+    def on_events(self, notes: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
+        self.batches.append(len(notes))
+        for event_type, obj, old in notes:
+            if event_type == "MODIFIED":
+                assert old is not None
+                assert old["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]
+            else:
+                assert old is None
+            self.log.append((event_type, *_key_rv(obj)))
+
+
+async def test_batch_handlers_get_each_watch_read_in_one_call_with_the_same_changes(
+    env: Env, commit_burst: Callable[[list[str], int], None]
+) -> None:
+    await env.make_cms(3)
+    cache = env.cache()
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+    per_event, batched = EventLog(), BatchLog()
+    informer.add_event_handler(per_event)
+    informer.add_event_handler(batched)
+    names = [f"b{i}" for i in range(200)]
+    commit_burst(names, 0)
+    commit_burst(names, 1)
+    for name in names[::2]:
+        env.srv.store.remove("", "configmaps", "default", name)
+    await env.client.patch(CM, "cm1", {"data": {"x": "y"}}, namespace="default")
+    await eventually(lambda: len(per_event.log) == 501 and len(batched.log) == 501)
+    assert batched.log == per_event.log, "the same changes in the same order"
+    assert [t for t, _, _ in batched.log].count("ADDED") == 200
+    assert [t for t, _, _ in batched.log].count("MODIFIED") == 201
+    assert [t for t, _, _ in batched.log].count("DELETED") == 100
+    assert batched.direct == 0, "watch events reach a batch handler through on_events only"
+    assert sum(batched.batches) == 501
+    assert max(batched.batches) > 1, "a read that carried several events went over in one call"
+    assert informer.resource_version == batched.log[-1][2]
+    # Resyncs still arrive one by one, as on_update(obj, obj).
+    await informer.resync()
+    assert batched.direct == len(informer.list())
+
+
+async def test_a_failing_or_removed_batch_handler_loses_nothing_for_the_others(
+    env: Env, caplog: pytest.LogCaptureFixture, commit_burst: Callable[[list[str], int], None]
+) -> None:
+    class Failing(BatchLog):
+        def on_events(self, notes: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
+            raise RuntimeError("batch handler bug")
+
+    cache = env.cache()
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+    per_event, batched, removed = EventLog(), BatchLog(), BatchLog()
+    informer.add_event_handler(Failing())
+    removed_reg = informer.add_event_handler(removed)
+
+    class Remover(EventLog):
+        def on_add(self, obj: dict[str, Any], is_initial_list: bool) -> None:
+            super().on_add(obj, is_initial_list)
+            if obj["metadata"]["name"] == "r5":
+                removed_reg.remove()
+
+    # The remover is notified per event, so it removes the batch handler in the middle of a read:
+    # from then on (that read's batch included) the removed handler gets nothing.
+    informer.add_event_handler(Remover())
+    informer.add_event_handler(per_event)
+    informer.add_event_handler(batched)
+    commit_burst([f"r{i}" for i in range(10)], 0)
+    await eventually(lambda: len(per_event.log) == 10 and len(batched.log) == 10)
+    commit_burst([f"s{i}" for i in range(10)], 0)
+    await eventually(lambda: len(per_event.log) == 20 and len(batched.log) == 20)
+    assert batched.log == per_event.log
+    assert "batch handler bug" in caplog.text
+    assert "failed on" in caplog.text
+    assert "watch events" in caplog.text
+    seen = [key for _, key, _ in removed.log]
+    assert seen == [f"default/r{i}" for i in range(len(seen))]
+    assert len(seen) < 5
+
+
+async def test_handlers_removed_or_added_during_a_watch_read_miss_nothing_and_see_nothing_twice(
+    env: Env, commit_burst: Callable[[list[str], int], None]
+) -> None:
+    cache = env.cache()
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+
+    class Late(BatchLog):
+        def __init__(self) -> None:
+            super().__init__()
+            self.replayed: list[str] = []
+
+        def on_add(self, obj: dict[str, Any], is_initial_list: bool) -> None:
+            assert is_initial_list, "live adds come through on_events"
+            self.replayed.append(_key_rv(obj)[0])
+
+    late, stopped = Late(), EventLog()
+
+    class Switcher(EventLog):
+        """On r5 (in the middle of the burst's read): removes one handler, adds another."""
+
+        def on_add(self, obj: dict[str, Any], is_initial_list: bool) -> None:
+            super().on_add(obj, is_initial_list)
+            if obj["metadata"]["name"] == "r5":
+                stopped_reg.remove()
+                informer.add_event_handler(late)
+
+    switcher = Switcher()
+    informer.add_event_handler(switcher)
+    stopped_reg = informer.add_event_handler(stopped)
+    names = [f"default/r{i}" for i in range(10)]
+    commit_burst([name.split("/")[1] for name in names], 0)
+    await eventually(lambda: len(switcher.log) == 10)
+    assert [key for _, key, _ in stopped.log] == names[:6]
+    live = [key for _, key, _ in late.log]
+    replayed = [key for key in late.replayed if key in names]
+    assert sorted(replayed + live) == sorted(names), "each object once: replayed or live"
+    assert live == names[len(replayed) :]
+    assert live, "the rest of the burst reached it through on_events"
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -71,6 +71,55 @@ async def test_predicates_filter_and_removal_stops_events(env: tuple[Cluster, Cl
     await admin.delete("v1/ConfigMap", "watched", namespace="default")
     await asyncio.sleep(0.3)
     assert len(q) == 0, "no events after the registration is removed"
+
+
+async def test_each_kind_of_watch_change_is_enqueued_at_normal_priority(
+    env: tuple[Cluster, Client], apiserver: Any, commit_burst: Callable[[list[str], int], None]
+) -> None:
+    """Bursts of adds, updates and deletes (several per stream read, as ``on_events`` batches)
+    reach the queue the same way through the bulk path (no predicates) and the per-event path."""
+    cluster, _ = env
+    fast: WorkQueue[Request] = WorkQueue()
+    filtered: WorkQueue[Request] = WorkQueue()
+    not_w3 = predicate_from(lambda o: o["metadata"]["name"] != "w3")
+    regs = [
+        await Kind("v1/ConfigMap").start_for_cluster("east", cluster, fast, sync_timeout=10),
+        await Kind("v1/ConfigMap", EnqueueRequestForObject(), not_w3).start_for_cluster(
+            "east", cluster, filtered, sync_timeout=10
+        ),
+    ]
+    informer = await cluster.cache.get_informer("v1/ConfigMap")
+    names = [f"w{i}" for i in range(8)]
+
+    def take_all(q: WorkQueue[Request]) -> dict[Request, int]:
+        out = {item: info[0] for item, info in q._queued.items()}
+        while (item := q.get_nowait()) is not None:
+            q.done(item)
+        return out
+
+    def data_round(name: str) -> str | None:
+        obj = informer.get(f"default/{name}")
+        return None if obj is None else obj["data"]["round"]
+
+    everyone = {Request("default", name, "east"): 0 for name in names}
+    but_w3 = {r: p for r, p in everyone.items() if r.name != "w3"}
+    try:
+        commit_burst(names, 0)  # adds
+        await eventually(lambda: all(data_round(n) == "0" for n in names))
+        assert take_all(fast) == everyone
+        assert take_all(filtered) == but_w3
+        commit_burst(names, 1)  # updates
+        await eventually(lambda: all(data_round(n) == "1" for n in names))
+        assert take_all(fast) == everyone
+        assert take_all(filtered) == but_w3
+        for name in names:  # deletes
+            apiserver.store.remove("", "configmaps", "default", name)
+        await eventually(lambda: all(data_round(n) is None for n in names))
+        assert take_all(fast) == everyone
+        assert take_all(filtered) == but_w3
+    finally:
+        for reg in regs:
+            reg.remove()
 
 
 async def test_channel_from_async_iterator_with_predicates() -> None:

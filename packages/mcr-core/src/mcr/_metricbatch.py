@@ -123,7 +123,9 @@ class BatchedHistogram:
             return
         try:
             pending.sort()
-            total = math.fsum(pending)
+            # Plain float addition, as prometheus_client sums observations itself (math.fsum is
+            # exact but costs six times as much per value).
+            total = sum(pending)
             for target in self.targets:
                 target.add(pending, total)
         finally:

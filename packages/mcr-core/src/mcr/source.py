@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
-from mcr.cache.handlers import DeletedFinalStateUnknown, Registration
+from mcr.cache.handlers import DeletedFinalStateUnknown, Registration, WatchNote
 from mcr.handler import EnqueueRequestForObject, EventHandler, Queue
 from mcr.predicate import Predicate, meta
 from mcr.reconcile import Request
@@ -143,15 +143,16 @@ class _ClusterEvents:
 
     def on_add(self, obj: Any, is_initial_list: bool) -> None:
         if self.fast_add:
-            # EnqueueRequestForObject.create, inlined for the informer's dicts.
-            m = obj.get("metadata") if type(obj) is dict else None
-            if type(m) is dict:
-                name = m.get("name")
-                if name:
-                    self.queue.add(
-                        _new_request(Request, (m.get("namespace") or "", name, self.cluster_name)),
-                        LOW_PRIORITY if is_initial_list else 0,
-                    )
+            # EnqueueRequestForObject.create, inlined for the informer's dicts; anything else (a
+            # model from a custom transform, a metadata without a name) takes the general path.
+            try:
+                m = obj["metadata"]
+                req = _new_request(Request, (m.get("namespace") or "", m["name"], self.cluster_name))
+            except (KeyError, TypeError, AttributeError):
+                pass
+            else:
+                if req[1]:
+                    self.queue.add(req, LOW_PRIORITY if is_initial_list else 0)
                 return
         for p in self.predicates:
             if not p.create(obj):
@@ -160,8 +161,7 @@ class _ClusterEvents:
 
     def on_adds(self, objs: list[Any], is_initial_list: bool) -> None:
         """The adds of a whole list: one queue call for the common case, else ``on_add`` each."""
-        add_many = self.add_many
-        if not self.fast_add or add_many is None:
+        if not self.fast_add or self.add_many is None:
             for obj in objs:
                 try:
                     self.on_add(obj, is_initial_list)
@@ -170,8 +170,38 @@ class _ClusterEvents:
                         "event handler %r failed on add in cluster %r", self.handler, self.cluster_name
                     )
             return
-        # EnqueueRequestForObject.create for a whole list, as comprehensions: the informer's
-        # objects are dicts whose metadata has a name (it keyed its store by them).
+        self._add_all(objs, LOW_PRIORITY if is_initial_list else 0)
+
+    def on_events(self, notes: list[WatchNote]) -> None:
+        """The changes of one watch read: one queue call for the common case, else one each."""
+        if not self.fast_add or self.add_many is None:
+            for event_type, obj, old in notes:
+                try:
+                    if event_type == "MODIFIED":
+                        self.on_update(old, obj)
+                    elif event_type == "ADDED":
+                        self.on_add(obj, False)
+                    else:
+                        self.on_delete(obj)
+                except Exception:
+                    log.exception(
+                        "event handler %r failed on a %s event in cluster %r",
+                        self.handler,
+                        event_type,
+                        self.cluster_name,
+                    )
+            return
+        # Every watch change (add, update with a new resourceVersion, delete) enqueues the
+        # object's key at normal priority.
+        self._add_all([note[1] for note in notes], 0)
+
+    def _add_all(self, objs: list[Any], priority: int) -> None:
+        """EnqueueRequestForObject for a list of the informer's objects, in one ``add_many``.
+
+        As comprehensions: the informer's objects are dicts whose metadata has a name (it keyed
+        its store by them).
+        """
+        assert self.add_many is not None  # the callers checked
         metas = [obj["metadata"] for obj in objs]
         requests = list(
             map(
@@ -184,9 +214,22 @@ class _ClusterEvents:
                 ),
             )
         )
-        add_many(requests, LOW_PRIORITY if is_initial_list else 0, cluster=self.cluster_name)
+        self.add_many(requests, priority, cluster=self.cluster_name)
 
     def on_update(self, old: Any, new: Any) -> None:
+        if self.fast_add:
+            # EnqueueRequestForObject.update, inlined for the informer's dicts (the path of every
+            # watch MODIFIED event); an unchanged resourceVersion (a resync) is low priority.
+            try:
+                m = new["metadata"]
+                req = _new_request(Request, (m.get("namespace") or "", m["name"], self.cluster_name))
+                unchanged = old["metadata"].get("resourceVersion") == m.get("resourceVersion")
+            except (KeyError, TypeError, AttributeError):
+                pass
+            else:
+                if req[1]:
+                    self.queue.add(req, LOW_PRIORITY if unchanged else 0)
+                return
         for p in self.predicates:
             if not p.update(old, new):
                 return

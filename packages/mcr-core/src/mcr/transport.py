@@ -500,6 +500,11 @@ class _Lines:
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self
 
+    @property
+    def pending(self) -> int:
+        """Lines already read from the connection and not yet handed out (0: the next waits)."""
+        return len(self._pending)
+
     async def __anext__(self) -> bytes:
         while not self._pending:
             if self._eof:

@@ -104,9 +104,41 @@ class WorkQueue(Generic[T]):
         """
         if self._shutting_down:
             return
-        if self._waiting and item in self._waiting:
-            _, waiting_priority = self._waiting.pop(item)
-            priority = max(priority, waiting_priority)
+        queued = self._queued
+        if item in queued or item in self._processing or (self._waiting and item in self._waiting):
+            self._add_known(item, priority)
+            return
+        # A new item, the path of nearly every event: _push, inlined.
+        queued[item] = (priority, self._clock())
+        of = self._cluster_of
+        if of is cluster_of:
+            # cluster_of, inlined for the default mapping.
+            cluster = getattr(item, "cluster_name", "")
+            if cluster.__class__ is not str and not isinstance(cluster, str):
+                cluster = ""
+        else:
+            cluster = of(item)
+        sub = self._subs.get(cluster) or self._new_sub(cluster)
+        sub.live += 1
+        dq = sub.levels.get(priority)
+        if dq is None:
+            dq = sub.level(priority)
+            self._fast = None
+        dq.append(item)
+        m = self._metrics
+        if m is not None:
+            adds = m.adds  # adds.inc(), inlined
+            adds.pending += 1.0
+            if adds._batch._timer is None:
+                adds._batch.touch()
+        if self._getters:
+            self._wake_one()
+
+    def _add_known(self, item: T, priority: int) -> None:
+        """The rest of :meth:`add`: ``item`` is waiting, processing or queued already."""
+        waiting = self._waiting
+        if waiting and item in waiting:
+            priority = max(priority, waiting.pop(item)[1])
         m = self._metrics
         if item in self._processing:
             old = self._dirty.get(item)
@@ -116,38 +148,18 @@ class WorkQueue(Generic[T]):
                 m.adds.inc()
             return
         info = self._queued.get(item)
-        if info is not None:
-            if priority > info[0]:
-                # The entry at the old priority goes stale; _pop skips it.
-                counts = self._stale.setdefault(item, {})
-                counts[info[0]] = counts.get(info[0], 0) + 1
-                self._push(item, priority, info[1], fresh=False)
-            return
-        # _push, inlined: this is the path of every new event.
-        self._queued[item] = (priority, self._clock())
-        if self._cluster_of is cluster_of:
-            # cluster_of, inlined for the default mapping.
-            cluster = getattr(item, "cluster_name", "")
-            if cluster.__class__ is not str and not isinstance(cluster, str):
-                cluster = ""
-        else:
-            cluster = self._cluster_of(item)
-        sub = self._subs.get(cluster)
-        if sub is None:
-            sub = self._new_sub(cluster)
-        sub.live += 1
-        dq = sub.levels.get(priority)
-        if dq is None:
-            dq = sub.level(priority)
-            self._fast = None
-        dq.append(item)
-        if m is not None:
-            adds = m.adds  # adds.inc(), inlined
-            adds.pending += 1.0
-            if adds._batch._timer is None:
-                adds._batch.touch()
-        if self._getters:
-            self._wake_one()
+        if info is None:
+            # It was waiting only: ready now.
+            self._push(item, priority, self._clock())
+            if m is not None:
+                m.adds.inc()
+            if self._getters:
+                self._wake_one()
+        elif priority > info[0]:
+            # The entry at the old priority goes stale; _pop skips it.
+            counts = self._stale.setdefault(item, {})
+            counts[info[0]] = counts.get(info[0], 0) + 1
+            self._push(item, priority, info[1], fresh=False)
 
     def add_many(self, items: list[T], priority: int = 0, *, cluster: str | None = None) -> None:
         """:meth:`add` each of ``items`` in order, at ``priority``: one call for a whole list.

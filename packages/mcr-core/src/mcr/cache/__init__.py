@@ -9,7 +9,13 @@ from __future__ import annotations
 from mcr.cache.backoff import BackoffPolicy
 from mcr.cache.errors import CacheNotStartedError, CacheSyncTimeoutError, InformerNotFoundError
 from mcr.cache.gcpolicy import GCPolicy
-from mcr.cache.handlers import DeletedFinalStateUnknown, EventHandler, EventHandlerFuncs, Registration
+from mcr.cache.handlers import (
+    DeletedFinalStateUnknown,
+    EventHandler,
+    EventHandlerFuncs,
+    Registration,
+    WatchNote,
+)
 from mcr.cache.informer import Informer, ScopeSpec
 from mcr.cache.informer_cache import InformerCache
 from mcr.cache.options import (
@@ -43,6 +49,7 @@ __all__ = [
     "NamespaceConfig",
     "Registration",
     "ScopeSpec",
+    "WatchNote",
     "meta_namespace_key",
     "strip_managed_fields",
 ]

@@ -12,11 +12,18 @@ __all__ = [
     "EventHandler",
     "EventHandlerFuncs",
     "Registration",
+    "WatchNote",
 ]
 
 log = logging.getLogger("mcr.cache")
 
 Obj = dict[str, Any]
+
+WatchNote = tuple[str, Obj, "Obj | None"]
+"""One change an informer applied from a watch, as handed to ``on_events``:
+``(event_type, obj, old)`` with ``event_type`` ``"ADDED"``, ``"MODIFIED"`` or ``"DELETED"``, ``obj``
+the object's new (for a delete: last) state and ``old`` its previous state for ``"MODIFIED"``
+(else ``None``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,13 @@ class EventHandler(Protocol):
     one call, in list order, instead of one ``on_add`` per object — the store already holds every
     object of that list when it is called. An exception from ``on_adds`` is logged once; the
     handler is responsible for not losing the rest of the batch.
+
+    Likewise ``on_events(notes: list[WatchNote])``: the informer then hands it the changes it
+    applied from one read of a watch stream (often many events) in one call, in order, instead of
+    one ``on_add``/``on_update``/``on_delete`` per event. A ``"MODIFIED"`` note always changed the
+    resourceVersion (resyncs still arrive as ``on_update(obj, obj)``, relists as ``on_adds``,
+    ``on_update`` and ``on_delete``). The store already holds the state after the last of the
+    notes when it is called. An exception from ``on_events`` is logged once.
     """
 
     def on_add(self, obj: Obj, is_initial_list: bool) -> None: ...

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mcr.cache.handlers import DeletedFinalStateUnknown, EventHandler, Registration
+from mcr.cache.handlers import DeletedFinalStateUnknown, EventHandler, Registration, WatchNote
 from mcr.cache.reflector import Reflector, ReflectorConfig
 from mcr.cache.store import NAMESPACE_INDEX, Indexer, IndexFunc
 
@@ -115,6 +115,12 @@ class Informer:
         self.scopes: tuple[ScopeSpec, ...] = tuple(scopes)
         self._store = Indexer(namespace_index=True)
         self._handlers: tuple[Registration, ...] = ()
+        # Watch events go one by one to handlers without ``on_events`` and in one call per
+        # stream read to those with it.
+        self._event_handlers: tuple[Registration, ...] = ()
+        self._batch_handlers: tuple[tuple[Registration, Callable[[list[WatchNote]], None]], ...] = ()
+        self._batch: list[WatchNote] | None = None  # the notes of the watch events being applied
+        self._joined: dict[Registration, int] | None = None  # batch handlers added meanwhile
         self._synced_scopes: set[str | None] = set()
         self._synced = asyncio.Event()
         self._reflectors: list[Reflector] = []
@@ -232,7 +238,7 @@ class Informer:
             obj = store.get(key)
             if obj is None:
                 continue
-            self._notify_update(obj, obj)
+            self._notify_update(obj, obj, self._handlers)
             delivered += 1
         log.debug("%r resynced %d objects", self, delivered)
         return delivered
@@ -250,10 +256,23 @@ class Informer:
             self._deliver_adds(reg, objs, True)
         reg.synced = self._synced.is_set()
         self._handlers = (*self._handlers, reg)
+        on_events = getattr(handler, "on_events", None)
+        if on_events is None:
+            self._event_handlers = (*self._event_handlers, reg)
+        else:
+            self._batch_handlers = (*self._batch_handlers, (reg, on_events))
+            if self._batch is not None:
+                # Added by a handler while watch events are applied: the replay above showed the
+                # store as of now, so this batch's earlier changes are not for it.
+                if self._joined is None:
+                    self._joined = {}
+                self._joined[reg] = len(self._batch)
         return reg
 
     def _remove_handler(self, reg: Registration) -> None:
         self._handlers = tuple(h for h in self._handlers if h is not reg)
+        self._event_handlers = tuple(h for h in self._event_handlers if h is not reg)
+        self._batch_handlers = tuple(b for b in self._batch_handlers if b[0] is not reg)
 
     @property
     def handler_count(self) -> int:
@@ -277,22 +296,22 @@ class Informer:
         except Exception:
             log.exception("%r: event handler %r failed on a batch of %d adds", self, reg.handler, len(objs))
 
-    def _notify_add(self, obj: Obj, initial: bool) -> None:
-        for reg in self._handlers:
+    def _notify_add(self, obj: Obj, initial: bool, handlers: tuple[Registration, ...]) -> None:
+        for reg in handlers:
             try:
                 reg.handler.on_add(obj, initial)
             except Exception:
                 log.exception("%r: event handler %r failed on add", self, reg.handler)
 
-    def _notify_update(self, old: Obj, new: Obj) -> None:
-        for reg in self._handlers:
+    def _notify_update(self, old: Obj, new: Obj, handlers: tuple[Registration, ...]) -> None:
+        for reg in handlers:
             try:
                 reg.handler.on_update(old, new)
             except Exception:
                 log.exception("%r: event handler %r failed on update", self, reg.handler)
 
-    def _notify_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
-        for reg in self._handlers:
+    def _notify_delete(self, obj: Obj | DeletedFinalStateUnknown, handlers: tuple[Registration, ...]) -> None:
+        for reg in handlers:
             try:
                 reg.handler.on_delete(obj)
             except Exception:
@@ -300,22 +319,65 @@ class Informer:
 
     # -- the reflector sink ------------------------------------------------------------------
     def watch_event(self, event_type: str, obj: Obj) -> None:
-        """Apply one watch event to the store and notify handlers (the reflectors' hot path)."""
-        meta = obj["metadata"]
-        ns = meta.get("namespace")
-        key = f"{ns}/{meta['name']}" if ns else meta["name"]
+        """Apply one watch event (:meth:`watch_events` of a single event)."""
+        self.watch_events([(event_type, obj)])
+
+    def watch_events(self, events: list[tuple[str, Obj]]) -> None:
+        """Apply watch events in order and notify handlers (the reflectors' hot path).
+
+        Each event updates the store, then handlers without ``on_events`` get it at once; those
+        with ``on_events`` get one call after the last event (also when applying one fails), with
+        every change in order (see :class:`mcr.cache.handlers.EventHandler`). A handler removed
+        meanwhile gets nothing more; one added meanwhile (by another handler) gets the changes
+        from its registration on.
+        """
         store = self._store
-        if event_type == "DELETED":
-            # A delete of an object the cache does not hold was already reported (by a relist).
-            if store.pop(key) is not None:
-                self._notify_delete(obj)
-            return
-        old = store.put(key, obj)
-        if old is None:
-            self._notify_add(obj, False)
-        elif old["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
-            self._notify_update(old, obj)
-        # An event at the cached resourceVersion is a duplicate after a re-watch: drop it.
+        notes: list[WatchNote] = []
+        self._batch = notes
+        try:
+            for event_type, obj in events:
+                meta = obj["metadata"]
+                ns = meta.get("namespace")
+                key = f"{ns}/{meta['name']}" if ns else meta["name"]
+                if event_type == "DELETED":
+                    # A delete of an object the cache does not hold was already reported (by a
+                    # relist).
+                    if store.pop(key) is not None:
+                        if self._batch_handlers:
+                            notes.append(("DELETED", obj, None))
+                        if self._event_handlers:
+                            self._notify_delete(obj, self._event_handlers)
+                    continue
+                old = store.put(key, obj)
+                # The note goes first: a batch handler added by a per-event handler below has
+                # seen this change in its replay.
+                if old is None:
+                    if self._batch_handlers:
+                        notes.append(("ADDED", obj, None))
+                    if self._event_handlers:
+                        self._notify_add(obj, False, self._event_handlers)
+                elif old["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
+                    if self._batch_handlers:
+                        notes.append(("MODIFIED", obj, old))
+                    if self._event_handlers:
+                        self._notify_update(old, obj, self._event_handlers)
+                # An event at the cached resourceVersion is a duplicate after a re-watch: drop it.
+        finally:
+            self._batch = None
+            joined, self._joined = self._joined, None
+            if notes:
+                self._deliver_notes(notes, joined)
+
+    def _deliver_notes(self, notes: list[WatchNote], joined: dict[Registration, int] | None) -> None:
+        """Hand ``notes`` to each batch handler (from its registration on, for ``joined`` ones)."""
+        for reg, on_events in self._batch_handlers:
+            mine = notes[joined[reg] :] if joined and reg in joined else notes
+            if reg.removed or not mine:
+                continue
+            try:
+                on_events(mine)
+            except Exception:
+                log.exception("%r: event handler %r failed on %d watch events", self, reg.handler, len(mine))
 
     def replace(self, scope: str | None, objs: list[Obj], resource_version: str) -> None:
         """Make the store's objects in ``scope`` equal ``objs`` and report the differences."""
@@ -340,12 +402,13 @@ class Informer:
         if added:
             for reg in self._handlers:
                 self._deliver_adds(reg, added, initial)
+        handlers = self._handlers
         for old, obj in updated:
-            self._notify_update(old, obj)
+            self._notify_update(old, obj, handlers)
         for key in stale:
             gone = store.pop(key)
             if gone is not None:
-                self._notify_delete(DeletedFinalStateUnknown(key, gone))
+                self._notify_delete(DeletedFinalStateUnknown(key, gone), handlers)
         if initial:
             self._synced_scopes.add(scope)
             if len(self._synced_scopes) >= len(self.scopes) and not self._synced.is_set():

@@ -54,8 +54,8 @@ class ReflectorSink(Protocol):
     def replace(self, scope: str | None, objs: list[Obj], resource_version: str) -> None:
         """Make the store's objects in ``scope`` (a namespace, or ``None`` for all) equal ``objs``."""
 
-    def watch_event(self, event_type: str, obj: Obj) -> None:
-        """Apply one ADDED/MODIFIED/DELETED event."""
+    def watch_events(self, events: list[tuple[str, Obj]]) -> None:
+        """Apply ADDED/MODIFIED/DELETED events ``(event_type, obj)``, in order."""
 
 
 class _DetachedSink:
@@ -64,7 +64,7 @@ class _DetachedSink:
     def replace(self, scope: str | None, objs: list[Obj], resource_version: str) -> None:
         raise RuntimeError("reflector has stopped")
 
-    def watch_event(self, event_type: str, obj: Obj) -> None:
+    def watch_events(self, events: list[tuple[str, Obj]]) -> None:
         raise RuntimeError("reflector has stopped")
 
 
@@ -261,33 +261,53 @@ class Reflector:
             self._backoff.reset()
 
     async def _consume(self, query: dict[str, str]) -> int:
-        """Read one watch stream to its end; returns the number of lines received."""
-        sink_event = self._sink.watch_event
+        """Read one watch stream to its end; returns the number of lines received.
+
+        The events of one read of the stream go to the sink in one call, when the last line read
+        so far has been decoded (before the next read waits); the resourceVersion then advances
+        to the last of them.
+        """
+        sink_events = self._sink.watch_events
         transform = self._transform
         loads = orjson.loads
         n = 0
+        batch: list[tuple[str, Obj]] = []
+        rv = self.resource_version
+
+        def flush() -> None:
+            nonlocal batch
+            if batch:
+                sink_events(batch)
+                self.resource_version = rv
+                batch = []
+
         async with self._transport.stream(self._path, query=query) as lines:
             async for line in lines:
                 self.progress += 1
                 try:
                     event = loads(line)
                 except orjson.JSONDecodeError:
-                    if not line.strip():
-                        continue
-                    raise
+                    if line.strip():
+                        raise
+                    if not lines.pending:
+                        flush()
+                    continue
                 etype = event["type"]
                 obj = event["object"]
                 n += 1
-                if etype == "BOOKMARK":
+                if etype == "BOOKMARK" or etype == "ERROR":
+                    flush()
+                    if etype == "ERROR":
+                        raise api_error_from_status(
+                            obj, method="WATCH", url=self._path, cluster=self._transport.cluster_name
+                        )
                     self.resource_version = obj["metadata"]["resourceVersion"]
                     continue
-                if etype == "ERROR":
-                    raise api_error_from_status(
-                        obj, method="WATCH", url=self._path, cluster=self._transport.cluster_name
-                    )
                 rv = obj["metadata"]["resourceVersion"]
                 if transform is not None:
                     obj = transform(obj)
-                sink_event(etype, obj)
-                self.resource_version = rv
+                batch.append((etype, obj))
+                if not lines.pending:
+                    flush()
+        flush()
         return n

@@ -1,0 +1,99 @@
+"""B2's watch workload in instructions: ``python -m bench.core_runtime.b2_instructions``.
+
+CPU seconds on a shared virtual machine move by ±20% from one window to the next; instruction
+counts do not. This runs the floor and the subject of B2's ``watch`` workload (see
+:mod:`bench.core_runtime.b2`) in child processes under ``valgrind --tool=callgrind``, once with
+one update cycle and once with three; the difference between the two counts, divided by the
+2N events it adds, is the instructions per event with every fixed cost (imports, start-up,
+initial sync) taken out. Needs ``valgrind``; takes a few minutes (N = 5000 by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.core_runtime.b2 import _floor, _Server, _server, _subject
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _child(mode: str, cycles: int, n: int, kubeconfig: str, control: int) -> None:
+    measure = _floor if mode == "floor" else _subject
+    asyncio.run(measure(_Server(kubeconfig, control), n, watch=True, cycles=cycles))
+
+
+def _instructions(out: Path) -> int:
+    """The total instruction count callgrind wrote to ``out``."""
+    match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f"no instruction total in {out}")
+    return int(match.group(1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.core_runtime.b2_instructions", description=__doc__)
+    parser.add_argument("--objects", type=int, default=5000, help="ConfigMaps (events per cycle)")
+    parser.add_argument(
+        "--child", nargs=4, metavar=("MODE", "CYCLES", "KUBECONFIG", "FD"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args(argv)
+    n = args.objects
+    if args.child:
+        mode, cycles, kubeconfig, fd = args.child
+        _child(mode, int(cycles), n, kubeconfig, int(fd))
+        return 0
+    if shutil.which("valgrind") is None:
+        print("b2_instructions needs valgrind on PATH", file=sys.stderr)
+        return 2
+    totals: dict[tuple[str, int], int] = {}
+    with _server(n) as server, tempfile.TemporaryDirectory() as tmp:
+        for mode in ("floor", "subject"):
+            for cycles in (1, 3):
+                out = Path(tmp) / f"{mode}.{cycles}.out"
+                cmd = [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={out}",
+                    sys.executable,
+                    "-m",
+                    "bench.core_runtime.b2_instructions",
+                    f"--objects={n}",
+                    "--child",
+                    mode,
+                    str(cycles),
+                    server.kubeconfig,
+                    str(server.control),
+                ]
+                done = subprocess.run(
+                    cmd, cwd=ROOT, pass_fds=(server.control,), capture_output=True, text=True, check=False
+                )
+                if done.returncode:
+                    print(done.stderr[-4000:], file=sys.stderr)
+                    return 1
+                totals[mode, cycles] = _instructions(out)
+    floor = (totals["floor", 3] - totals["floor", 1]) / (2 * n)
+    subject = (totals["subject", 3] - totals["subject", 1]) / (2 * n)
+    print(
+        json.dumps(
+            {
+                "bench": "b2_watch_instructions",
+                "n": n,
+                "floor_instructions_per_event": round(floor),
+                "subject_instructions_per_event": round(subject),
+                "ratio": round(floor / subject, 3),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
