@@ -126,7 +126,7 @@ class Kind:
 class _ClusterEvents:
     """The informer-facing adapter of one (source, cluster): predicates, priority, handler."""
 
-    __slots__ = ("add_many", "cluster_name", "fast_add", "handler", "predicates", "queue")
+    __slots__ = ("add_many", "cluster_name", "fast_add", "handler", "on_events", "predicates", "queue")
 
     def __init__(
         self, cluster_name: str, handler: EventHandler, predicates: tuple[Predicate, ...], queue: Queue
@@ -140,6 +140,11 @@ class _ClusterEvents:
         self.fast_add = not predicates and type(handler) is EnqueueRequestForObject
         # Bulk adds need mcr's own queue (other Queue implementations get one add per object).
         self.add_many = queue.add_many if isinstance(queue, WorkQueue) else None
+        # Batches of watch changes (without previous states) only where they become one
+        # add_many; otherwise the informer notifies this adapter per event, old state included.
+        self.on_events: Callable[[list[WatchNote]], None] | None = (
+            self._on_events if self.fast_add and self.add_many is not None else None
+        )
 
     def on_add(self, obj: Any, is_initial_list: bool) -> None:
         if self.fast_add:
@@ -172,27 +177,12 @@ class _ClusterEvents:
             return
         self._add_all(objs, LOW_PRIORITY if is_initial_list else 0)
 
-    def on_events(self, notes: list[WatchNote]) -> None:
-        """The changes of one watch read: one queue call for the common case, else one each."""
-        if not self.fast_add or self.add_many is None:
-            for event_type, obj, old in notes:
-                try:
-                    if event_type == "MODIFIED":
-                        self.on_update(old, obj)
-                    elif event_type == "ADDED":
-                        self.on_add(obj, False)
-                    else:
-                        self.on_delete(obj)
-                except Exception:
-                    log.exception(
-                        "event handler %r failed on a %s event in cluster %r",
-                        self.handler,
-                        event_type,
-                        self.cluster_name,
-                    )
-            return
-        # Every watch change (add, update with a new resourceVersion, delete) enqueues the
-        # object's key at normal priority.
+    def _on_events(self, notes: list[WatchNote]) -> None:
+        """A watch read's changes, for the common case (``on_events`` then names this method).
+
+        Every watch change (add, update with a new resourceVersion, delete) enqueues the
+        object's key at normal priority, in one ``add_many``.
+        """
         self._add_all([note[1] for note in notes], 0)
 
     def _add_all(self, objs: list[Any], priority: int) -> None:

@@ -494,19 +494,16 @@ class _Lines:
         self._transport = transport
         self._resp = resp
         self._buf = b""
-        self._pending: list[bytes] = []
+        # Lines already read from the connection and not yet handed out, last first (empty: the
+        # next line waits for a read).
+        self.pending: list[bytes] = []
         self._eof = False
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self
 
-    @property
-    def pending(self) -> int:
-        """Lines already read from the connection and not yet handed out (0: the next waits)."""
-        return len(self._pending)
-
     async def __anext__(self) -> bytes:
-        while not self._pending:
+        while not self.pending:
             if self._eof:
                 raise StopAsyncIteration
             try:
@@ -518,12 +515,12 @@ class _Lines:
             if not chunk:
                 self._eof = True
                 if self._buf.strip():
-                    self._pending.append(self._buf)
+                    self.pending.append(self._buf)
                 self._buf = b""
                 continue
             data = self._buf + chunk
             parts = data.split(b"\n")
             self._buf = parts.pop()
-            self._pending.extend(p for p in parts if p.strip())
-            self._pending.reverse()
-        return self._pending.pop()
+            self.pending.extend(p for p in parts if p.strip())
+            self.pending.reverse()
+        return self.pending.pop()

@@ -400,15 +400,13 @@ class WorkQueue(Generic[T]):
 
     def _pop(self) -> object:
         """The next ready item (now processing), round-robin over clusters; else ``_NOTHING``."""
-        queued = self._queued
-        stale = self._stale
         fast = self._fast
         found: Info | None = None
-        if fast and not stale:
+        if fast and not self._stale:
             # One cluster has ready items, at one priority, none stale: no turn or level to
             # choose, and the deque holds live entries only.
             item = fast.popleft()
-            found = queued.pop(item, None)
+            found = self._queued.pop(item, None)
             if found is not None:
                 sub = self._rr[0]
                 sub.live -= 1

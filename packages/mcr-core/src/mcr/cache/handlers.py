@@ -19,11 +19,11 @@ log = logging.getLogger("mcr.cache")
 
 Obj = dict[str, Any]
 
-WatchNote = tuple[str, Obj, "Obj | None"]
+WatchNote = tuple[str, Obj]
 """One change an informer applied from a watch, as handed to ``on_events``:
-``(event_type, obj, old)`` with ``event_type`` ``"ADDED"``, ``"MODIFIED"`` or ``"DELETED"``, ``obj``
-the object's new (for a delete: last) state and ``old`` its previous state for ``"MODIFIED"``
-(else ``None``)."""
+``(event_type, obj)`` with ``event_type`` ``"ADDED"``, ``"MODIFIED"`` or ``"DELETED"`` and ``obj``
+the object's new (for a delete: last) state. The previous state is not kept for it: the store
+frees a replaced object at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +55,12 @@ class EventHandler(Protocol):
 
     Likewise ``on_events(notes: list[WatchNote])``: the informer then hands it the changes it
     applied from one read of a watch stream (often many events) in one call, in order, instead of
-    one ``on_add``/``on_update``/``on_delete`` per event. A ``"MODIFIED"`` note always changed the
-    resourceVersion (resyncs still arrive as ``on_update(obj, obj)``, relists as ``on_adds``,
-    ``on_update`` and ``on_delete``). The store already holds the state after the last of the
-    notes when it is called. An exception from ``on_events`` is logged once.
+    one ``on_add``/``on_update``/``on_delete`` per event; the notes carry no previous state, so a
+    handler that needs it (to compare old and new) should not define ``on_events``. A
+    ``"MODIFIED"`` note always changed the resourceVersion (resyncs still arrive as
+    ``on_update(obj, obj)``, relists as ``on_adds``, ``on_update`` and ``on_delete``). The store
+    already holds the state after the last of the notes when it is called. An exception from
+    ``on_events`` is logged once.
     """
 
     def on_add(self, obj: Obj, is_initial_list: bool) -> None: ...

@@ -119,7 +119,7 @@ class Informer:
         # stream read to those with it.
         self._event_handlers: tuple[Registration, ...] = ()
         self._batch_handlers: tuple[tuple[Registration, Callable[[list[WatchNote]], None]], ...] = ()
-        self._batch: list[WatchNote] | None = None  # the notes of the watch events being applied
+        self._batch: list[WatchNote] = []  # changes noted for the batch handlers
         self._joined: dict[Registration, int] | None = None  # batch handlers added meanwhile
         self._synced_scopes: set[str | None] = set()
         self._synced = asyncio.Event()
@@ -261,9 +261,9 @@ class Informer:
             self._event_handlers = (*self._event_handlers, reg)
         else:
             self._batch_handlers = (*self._batch_handlers, (reg, on_events))
-            if self._batch is not None:
-                # Added by a handler while watch events are applied: the replay above showed the
-                # store as of now, so this batch's earlier changes are not for it.
+            if self._batch:
+                # Added while changes are noted: the replay above showed the store as of now, so
+                # the changes noted so far are not for it.
                 if self._joined is None:
                     self._joined = {}
                 self._joined[reg] = len(self._batch)
@@ -319,57 +319,49 @@ class Informer:
 
     # -- the reflector sink ------------------------------------------------------------------
     def watch_event(self, event_type: str, obj: Obj) -> None:
-        """Apply one watch event (:meth:`watch_events` of a single event)."""
-        self.watch_events([(event_type, obj)])
+        """Apply one watch event to the store and notify handlers (the reflectors' hot path).
 
-    def watch_events(self, events: list[tuple[str, Obj]]) -> None:
-        """Apply watch events in order and notify handlers (the reflectors' hot path).
-
-        Each event updates the store, then handlers without ``on_events`` get it at once; those
-        with ``on_events`` get one call after the last event (also when applying one fails), with
-        every change in order (see :class:`mcr.cache.handlers.EventHandler`). A handler removed
-        meanwhile gets nothing more; one added meanwhile (by another handler) gets the changes
-        from its registration on.
+        Handlers without ``on_events`` are notified at once; for those with it the change is
+        noted and handed over by :meth:`watch_read_done`.
         """
+        meta = obj["metadata"]
+        ns = meta.get("namespace")
+        key = f"{ns}/{meta['name']}" if ns else meta["name"]
         store = self._store
-        notes: list[WatchNote] = []
-        self._batch = notes
-        try:
-            for event_type, obj in events:
-                meta = obj["metadata"]
-                ns = meta.get("namespace")
-                key = f"{ns}/{meta['name']}" if ns else meta["name"]
-                if event_type == "DELETED":
-                    # A delete of an object the cache does not hold was already reported (by a
-                    # relist).
-                    if store.pop(key) is not None:
-                        if self._batch_handlers:
-                            notes.append(("DELETED", obj, None))
-                        if self._event_handlers:
-                            self._notify_delete(obj, self._event_handlers)
-                    continue
-                old = store.put(key, obj)
-                # The note goes first: a batch handler added by a per-event handler below has
-                # seen this change in its replay.
-                if old is None:
-                    if self._batch_handlers:
-                        notes.append(("ADDED", obj, None))
-                    if self._event_handlers:
-                        self._notify_add(obj, False, self._event_handlers)
-                elif old["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
-                    if self._batch_handlers:
-                        notes.append(("MODIFIED", obj, old))
-                    if self._event_handlers:
-                        self._notify_update(old, obj, self._event_handlers)
-                # An event at the cached resourceVersion is a duplicate after a re-watch: drop it.
-        finally:
-            self._batch = None
-            joined, self._joined = self._joined, None
-            if notes:
-                self._deliver_notes(notes, joined)
+        if event_type == "DELETED":
+            # A delete of an object the cache does not hold was already reported (by a relist).
+            if store.pop(key) is not None:
+                if self._batch_handlers:
+                    self._batch.append(("DELETED", obj))
+                if self._event_handlers:
+                    self._notify_delete(obj, self._event_handlers)
+            return
+        old = store.put(key, obj)
+        # The note goes first: a batch handler added by a per-event handler below has seen this
+        # change in its replay.
+        if old is None:
+            if self._batch_handlers:
+                self._batch.append(("ADDED", obj))
+            if self._event_handlers:
+                self._notify_add(obj, False, self._event_handlers)
+        elif old["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
+            if self._batch_handlers:
+                self._batch.append(("MODIFIED", obj))
+            if self._event_handlers:
+                self._notify_update(old, obj, self._event_handlers)
+        # An event at the cached resourceVersion is a duplicate after a re-watch: drop it.
 
-    def _deliver_notes(self, notes: list[WatchNote], joined: dict[Registration, int] | None) -> None:
-        """Hand ``notes`` to each batch handler (from its registration on, for ``joined`` ones)."""
+    def watch_read_done(self) -> None:
+        """Hand the changes noted since the last call to each handler with ``on_events``.
+
+        A handler removed meanwhile gets nothing; one added meanwhile (by another handler) gets
+        the changes from its registration on.
+        """
+        notes = self._batch
+        if not notes:
+            return
+        self._batch = []
+        joined, self._joined = self._joined, None
         for reg, on_events in self._batch_handlers:
             mine = notes[joined[reg] :] if joined and reg in joined else notes
             if reg.removed or not mine:

@@ -54,8 +54,11 @@ class ReflectorSink(Protocol):
     def replace(self, scope: str | None, objs: list[Obj], resource_version: str) -> None:
         """Make the store's objects in ``scope`` (a namespace, or ``None`` for all) equal ``objs``."""
 
-    def watch_events(self, events: list[tuple[str, Obj]]) -> None:
-        """Apply ADDED/MODIFIED/DELETED events ``(event_type, obj)``, in order."""
+    def watch_event(self, event_type: str, obj: Obj) -> None:
+        """Apply one ADDED/MODIFIED/DELETED event."""
+
+    def watch_read_done(self) -> None:
+        """Every event read from the stream so far has been applied (the next read may wait)."""
 
 
 class _DetachedSink:
@@ -64,8 +67,11 @@ class _DetachedSink:
     def replace(self, scope: str | None, objs: list[Obj], resource_version: str) -> None:
         raise RuntimeError("reflector has stopped")
 
-    def watch_events(self, events: list[tuple[str, Obj]]) -> None:
+    def watch_event(self, event_type: str, obj: Obj) -> None:
         raise RuntimeError("reflector has stopped")
+
+    def watch_read_done(self) -> None:
+        return None
 
 
 _DETACHED = _DetachedSink()
@@ -263,51 +269,43 @@ class Reflector:
     async def _consume(self, query: dict[str, str]) -> int:
         """Read one watch stream to its end; returns the number of lines received.
 
-        The events of one read of the stream go to the sink in one call, when the last line read
-        so far has been decoded (before the next read waits); the resourceVersion then advances
-        to the last of them.
+        Each event goes to the sink as it is decoded (the store then frees the object it
+        replaces at once, which keeps the collector idle); ``watch_read_done`` follows the last
+        line of each read of the stream, and ends the stream's processing whatever happens.
         """
-        sink_events = self._sink.watch_events
+        sink = self._sink
+        sink_event = sink.watch_event
         transform = self._transform
         loads = orjson.loads
         n = 0
-        batch: list[tuple[str, Obj]] = []
-        rv = self.resource_version
-
-        def flush() -> None:
-            nonlocal batch
-            if batch:
-                sink_events(batch)
-                self.resource_version = rv
-                batch = []
-
-        async with self._transport.stream(self._path, query=query) as lines:
-            async for line in lines:
-                self.progress += 1
-                try:
-                    event = loads(line)
-                except orjson.JSONDecodeError:
-                    if line.strip():
-                        raise
+        try:
+            async with self._transport.stream(self._path, query=query) as lines:
+                async for line in lines:
+                    self.progress += 1
+                    try:
+                        event = loads(line)
+                    except orjson.JSONDecodeError:
+                        if line.strip():
+                            raise
+                        event = None
+                    if event is not None:
+                        etype = event["type"]
+                        obj = event["object"]
+                        n += 1
+                        if etype == "BOOKMARK":
+                            self.resource_version = obj["metadata"]["resourceVersion"]
+                        elif etype == "ERROR":
+                            raise api_error_from_status(
+                                obj, method="WATCH", url=self._path, cluster=self._transport.cluster_name
+                            )
+                        else:
+                            rv = obj["metadata"]["resourceVersion"]
+                            if transform is not None:
+                                obj = transform(obj)
+                            sink_event(etype, obj)
+                            self.resource_version = rv
                     if not lines.pending:
-                        flush()
-                    continue
-                etype = event["type"]
-                obj = event["object"]
-                n += 1
-                if etype == "BOOKMARK" or etype == "ERROR":
-                    flush()
-                    if etype == "ERROR":
-                        raise api_error_from_status(
-                            obj, method="WATCH", url=self._path, cluster=self._transport.cluster_name
-                        )
-                    self.resource_version = obj["metadata"]["resourceVersion"]
-                    continue
-                rv = obj["metadata"]["resourceVersion"]
-                if transform is not None:
-                    obj = transform(obj)
-                batch.append((etype, obj))
-                if not lines.pending:
-                    flush()
-        flush()
+                        sink.watch_read_done()
+        finally:
+            sink.watch_read_done()
         return n
