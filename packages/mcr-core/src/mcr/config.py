@@ -83,23 +83,48 @@ class RestConfig:
         kubeconfig: str | os.PathLike[str] | Mapping[str, Any] | None = None,
         *,
         context: str | None = None,
+        source: str | None = None,
     ) -> RestConfig:
         """Settings for ``context`` (default: ``current-context``) of a kubeconfig file or dict.
 
         ``None`` reads ``$KUBECONFIG`` (several files separated by ``os.pathsep`` are merged, the
-        first definition of each name wins) or ``~/.kube/config``.
+        first definition of each name wins) or ``~/.kube/config``. ``source`` names a dict's origin
+        in errors and in :attr:`source` (default ``"<dict>"``; files are named by their path).
         """
         if kubeconfig is None:
             paths = _default_kubeconfig_paths()
             if not paths:
                 raise ConfigError("no kubeconfig found ($KUBECONFIG unset and ~/.kube/config missing)")
-            doc, source, base_dir = _merge_files(paths)
+            doc, where, base_dir = _merge_files(paths)
         elif isinstance(kubeconfig, Mapping):
-            doc, source, base_dir = dict(kubeconfig), "<dict>", None
+            doc, where, base_dir = dict(kubeconfig), source or "<dict>", None
         else:
             path = os.fspath(kubeconfig)
-            doc, source, base_dir = _read_file(path), path, os.path.dirname(os.path.abspath(path))
-        return _from_document(doc, source=source, context=context, base_dir=base_dir)
+            doc, where, base_dir = _read_file(path), path, os.path.dirname(os.path.abspath(path))
+        return _from_document(doc, source=where, context=context, base_dir=base_dir)
+
+    @classmethod
+    def from_kubeconfig_data(
+        cls, data: bytes | str, *, source: str, context: str | None = None
+    ) -> RestConfig:
+        """Settings from the text of a kubeconfig (YAML or JSON), e.g. the data of a Secret.
+
+        ``source`` names where the text came from (``"Secret fleet/prod key 'kubeconfig'"``) in
+        every :class:`~mcr.errors.ConfigError`, which is raised for malformed YAML, a document that
+        is not a mapping, or any unusable context, cluster or user. Relative file paths in it are
+        taken relative to the working directory. Parsing is CPU work: on the event loop, call it
+        through :func:`asyncio.to_thread` (see :meth:`from_kubeconfig_data_async`).
+        """
+        text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+        doc = _parse_document(text, source)
+        return _from_document(doc, source=source, context=context, base_dir=None)
+
+    @classmethod
+    async def from_kubeconfig_data_async(
+        cls, data: bytes | str, *, source: str, context: str | None = None
+    ) -> RestConfig:
+        """:meth:`from_kubeconfig_data` in a worker thread (same result and errors)."""
+        return await asyncio.to_thread(cls.from_kubeconfig_data, data, source=source, context=context)
 
     @classmethod
     async def from_kubeconfig_async(
@@ -107,6 +132,7 @@ class RestConfig:
         kubeconfig: str | os.PathLike[str] | Mapping[str, Any] | None = None,
         *,
         context: str | None = None,
+        source: str | None = None,
     ) -> RestConfig:
         """:meth:`from_kubeconfig` in a worker thread, for code running on the event loop.
 
@@ -115,7 +141,7 @@ class RestConfig:
         watch and reconcile). Same result and errors; a dict argument must not be mutated until
         this returns. On cancel the parse still finishes in its thread, its result is dropped.
         """
-        return await asyncio.to_thread(cls.from_kubeconfig, kubeconfig, context=context)
+        return await asyncio.to_thread(cls.from_kubeconfig, kubeconfig, context=context, source=source)
 
     @classmethod
     def in_cluster(
@@ -264,16 +290,20 @@ def _read_file(path: str) -> dict[str, Any]:
             text = f.read()
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig: {exc.strerror}", source=path) from None
+    return _parse_document(text, path)
+
+
+def _parse_document(text: str, source: str) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"malformed YAML{where}", source=path) from None
+        raise ConfigError(f"malformed YAML{where}", source=source) from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise ConfigError("a kubeconfig must be a YAML mapping", source=path)
+        raise ConfigError("a kubeconfig must be a YAML mapping", source=source)
     return doc
 
 
@@ -415,16 +445,13 @@ def _from_document(
     if isinstance(user.get("auth-provider"), Mapping):
         creds = ProviderCredentials(doc, ctx_name, source=source, user=str(user_name))
     elif isinstance(user.get("exec"), Mapping):
-        cluster_info = {"server": host}
-        if ca is not None:
-            cluster_info["certificate-authority-data"] = base64.b64encode(ca).decode()
         creds = ExecCredentials(
             user["exec"],
             source=source,
             context=ctx_name,
             user=str(user_name),
             base_dir=base_dir,
-            cluster_info=cluster_info,
+            cluster_info=_exec_cluster_info(cluster, host, ca),
         )
     elif user.get("token"):
         creds = StaticToken.bearer(str(user["token"]))
@@ -454,6 +481,34 @@ def _from_document(
         context=ctx_name,
         namespace=str(ctx["namespace"]) if ctx.get("namespace") else None,
     )
+
+
+EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+"""The kubeconfig cluster extension whose value an exec plugin receives as ``spec.cluster.config``."""
+
+
+def _exec_cluster_info(cluster: Mapping[str, Any], host: str, ca: bytes | None) -> dict[str, Any]:
+    """``spec.cluster`` of the ExecCredential an exec plugin receives with ``provideClusterInfo``.
+
+    The fields client-go sends: the server, TLS settings, proxy and, from the cluster's
+    ``client.authentication.k8s.io/exec`` extension, ``config`` (KEP-5339 access providers pass
+    per-cluster settings to their plugin this way).
+    """
+    info: dict[str, Any] = {"server": host}
+    if cluster.get("tls-server-name"):
+        info["tls-server-name"] = str(cluster["tls-server-name"])
+    if cluster.get("insecure-skip-tls-verify"):
+        info["insecure-skip-tls-verify"] = True
+    if ca is not None:
+        info["certificate-authority-data"] = base64.b64encode(ca).decode()
+    if cluster.get("proxy-url"):
+        info["proxy-url"] = str(cluster["proxy-url"])
+    if cluster.get("disable-compression"):
+        info["disable-compression"] = True
+    for ext in cluster.get("extensions") or ():
+        if isinstance(ext, Mapping) and ext.get("name") == EXEC_EXTENSION:
+            info["config"] = ext.get("extension")
+    return info
 
 
 def _read_pem_file(path: str, *, source: str, context: str | None, field: str) -> bytes:

@@ -9,21 +9,28 @@ from __future__ import annotations
 from typing import Any
 
 from mcr.providers.clusters import Clusters, ClustersProvider
+from mcr.providers.host import host_cluster, run_controller
 from mcr.providers.multi import MultiProvider
 from mcr.providers.nop import NopProvider
 from mcr.providers.registry import ProviderInfo, UnknownProviderError
 from mcr.providers.single import SingleProvider
+from mcr.providers.sourced import Problem, SourcedClusters, fingerprint
 
 __all__ = [
     "Clusters",
     "ClustersProvider",
     "MultiProvider",
     "NopProvider",
+    "Problem",
     "ProviderInfo",
     "SingleProvider",
+    "SourcedClusters",
     "UnknownProviderError",
     "available",
     "create",
+    "fingerprint",
+    "host_cluster",
+    "run_controller",
 ]
 
 

@@ -37,6 +37,16 @@ class _PrefixedAware:
         self._member = member
         self._aware = aware
 
+    @property
+    def local_cluster(self) -> Cluster | None:
+        """The local cluster of the aware the multi provider runs with (a manager's), if any.
+
+        Members that read their fleet from a host cluster (Secrets, ClusterProfiles, namespaces)
+        find it here, as they would on the manager itself.
+        """
+        local: Cluster | None = getattr(self._aware, "local_cluster", None)
+        return local
+
     async def engage(self, name: ClusterName, cluster: Cluster) -> None:
         task = asyncio.current_task()
         assert task is not None

@@ -1,0 +1,73 @@
+"""What providers that read their fleet from a cluster (Secrets, Cluster API, ClusterProfiles,
+namespaces) share: finding that *host* cluster, and running a private controller on it.
+
+Such a provider watches objects in the host cluster — usually the manager's own (local) cluster —
+and turns them into engaged clusters. It runs its watch as an ordinary mcr
+:class:`~mcr.controller.Controller` (work queue, retries with backoff, metrics under the
+controller's name) engaged with the host cluster only, inside its own ``start``; so it needs no
+manager-specific setup, works under :class:`~mcr.providers.MultiProvider`, and runs on every
+replica (the manager starts providers before leader election).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from mcr.multicluster import LOCAL_CLUSTER
+from mcr.providers._tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from mcr.cluster import Cluster
+    from mcr.controller import Controller
+
+__all__ = ["host_cluster", "run_controller"]
+
+
+def host_cluster(aware: Any, explicit: Cluster | None, *, provider: str) -> Cluster:
+    """The cluster a provider reads its fleet from.
+
+    ``explicit`` when given; else the local cluster of the aware the provider was started with (an
+    :class:`mcr.Manager` with a config has one, and :class:`~mcr.providers.MultiProvider` passes its
+    own aware's through). Raises ``ValueError`` naming ``provider`` when there is none.
+    """
+    if explicit is not None:
+        return explicit
+    local = getattr(aware, "local_cluster", None)
+    if local is None:
+        raise ValueError(
+            f"the {provider} provider needs a host cluster to watch: pass cluster=mcr.Cluster(...) "
+            "or run it under an mcr.Manager that has a config (its local cluster is used)"
+        )
+    from mcr.cluster import Cluster
+
+    if not isinstance(local, Cluster):
+        raise TypeError(f"the {provider} provider: local_cluster of {aware!r} is not an mcr.Cluster")
+    return local
+
+
+async def run_controller(controller: Controller, cluster: Cluster, *, name: str = LOCAL_CLUSTER) -> None:
+    """Run ``controller``'s workers and engage it with ``cluster`` (as ``name``) until cancelled.
+
+    Starts ``cluster`` first (idempotent; a cluster passed in by the caller is never stopped here).
+    Cancelling disengages the controller (its queued requests are dropped, in-flight reconciles
+    cancelled), stops its workers, waits for both, then re-raises ``CancelledError``. If the
+    workers end on their own with an error, the engagement is cancelled and the error raised.
+    """
+    await cluster.start()
+    loop = asyncio.get_running_loop()
+    workers = loop.create_task(controller.start(), name=f"mcr-provider-controller-{controller.name}")
+    engagement = loop.create_task(
+        controller.engage(name, cluster), name=f"mcr-provider-engage-{controller.name}"
+    )
+    try:
+        await asyncio.wait([workers, engagement], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # Disengage before stopping the workers, so no reconcile starts for a cluster on its way out.
+        await cancel_and_wait([engagement])
+        await cancel_and_wait([workers])
+    for task in (workers, engagement):
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error
+    raise RuntimeError(f"controller {controller.name!r} of a provider stopped on its own")
