@@ -318,14 +318,14 @@ async def test_provider_page_example_provider_plugin_and_conformance(
     """The third-party provider of providers.md registers through its plugin and passes the suite."""
     from mcr.plugins import load_registry, plugin_manager
 
-    provider_module = _module_from_block("mcr_provider_inventory.provider", "provider-module", monkeypatch)
-    plugin = _module_from_block("mcr_provider_inventory.plugin", "provider-plugin", monkeypatch)
+    provider_module = _module_from_block("mcr_provider_catalog.provider", "provider-module", monkeypatch)
+    plugin = _module_from_block("mcr_provider_catalog.plugin", "provider-plugin", monkeypatch)
     registry = load_registry(plugin_manager(autoload=False, plugins=[plugin]))
 
     async def empty() -> dict[str, dict[str, Any]]:
         return {}
 
-    made = registry.create("inventory", fetch=empty, interval=1.0)
-    assert isinstance(made, provider_module.InventoryProvider)
-    assert {"inventory", "clusters"} <= set(registry.names())
+    made = registry.create("catalog", fetch=empty, interval=1.0)
+    assert isinstance(made, provider_module.CatalogProvider)
+    assert {"catalog", "clusters"} <= set(registry.names())
     await _run_page_test("provider-conformance", fleet, monkeypatch)
