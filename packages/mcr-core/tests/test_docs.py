@@ -329,3 +329,21 @@ async def test_provider_page_example_provider_plugin_and_conformance(
     assert isinstance(made, provider_module.CatalogProvider)
     assert {"catalog", "clusters"} <= set(registry.names())
     await _run_page_test("provider-conformance", fleet, monkeypatch)
+
+
+def test_readme_starts_with_the_quickstart_and_the_test_command_ci_runs() -> None:
+    """The README opens with exactly two commands, in a venv; CI runs the second one verbatim."""
+    text = (ROOT / "README.md").read_text()
+    first_block = re.search(r"```bash\n(.*?)```", text, flags=re.S)
+    assert first_block is not None
+    assert text.index(first_block.group(0)) < text.index("\n## "), "the commands come before any section"
+    commands = [line.split("  #", 1)[0].strip() for line in first_block.group(1).splitlines() if line.strip()]
+    assert len(commands) == 2, commands
+    quickstart, tests = commands
+    for command in commands:
+        assert command.startswith("python3 -m venv .venv && .venv/bin/pip install"), command
+    assert quickstart.endswith("tox run -e quickstart")
+    assert tests.endswith("tox run -m test")
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci, ".ci/run must run the README's test command as written"
+    assert "Python ≥ 3.11" in text
