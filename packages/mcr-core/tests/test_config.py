@@ -477,3 +477,36 @@ async def test_async_loader_raises_the_same_errors(apiserver: Any) -> None:
         await RestConfig.from_kubeconfig_async(apiserver.kubeconfig_path, context="nope")
     assert err.value.context == "nope"
     assert err.value.source == apiserver.kubeconfig_path
+
+
+async def test_a_wrong_ca_says_certificate_verification_failed(apiserver: Any) -> None:
+    from mcr.errors import TransportError
+    from mcr_envtest.certs import CA
+
+    a = apiserver
+    doc = copy.deepcopy(a.kubeconfig)
+    # The server is reachable, but another CA than the one that issued its certificate is trusted.
+    other = base64.b64encode(CA("another-ca").cert_pem).decode()
+    doc["clusters"][0]["cluster"]["certificate-authority-data"] = other
+    started = time.monotonic()
+    with pytest.raises(TransportError) as err:
+        await _namespaces(RestConfig.from_kubeconfig(doc))
+    message = str(err.value)
+    assert "TLS certificate verification failed" in message, message
+    assert "unreachable" not in message
+    assert "certificate-authority" in message
+    assert a.url in message
+    assert time.monotonic() - started < 5, "a certificate error is not retried like a connection error"
+
+
+def test_kubeconfig_env_naming_no_file_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcr.config import load_config
+
+    missing = str(tmp_path / "nope")
+    monkeypatch.setenv("KUBECONFIG", missing)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")  # not taken: $KUBECONFIG was set
+    for load in (load_config, lambda: RestConfig.from_kubeconfig(None)):
+        with pytest.raises(ConfigError, match=f"KUBECONFIG names {missing}, but no such file exists"):
+            load()

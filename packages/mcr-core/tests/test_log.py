@@ -7,6 +7,7 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from typing import Literal
 
 import pytest
 
@@ -83,3 +84,27 @@ def test_repeat_setup_replaces_handler_and_get_logger_prefix() -> None:
         logging.getLogger("mcrtest3").removeHandler(h2)
     assert get_logger("manager").name == "mcr.manager"
     assert get_logger("mcr.cache").name == "mcr.cache"
+
+
+def test_extra_fields_win_over_empty_context_fields_in_every_format() -> None:
+    """A line about a cluster, logged outside any reconcile, names that cluster."""
+    formats: tuple[Literal["kv"], Literal["json"]] = ("kv", "json")
+    for fmt in formats:
+        stream = io.StringIO()
+        handler = setup_logging(logging.INFO, fmt=fmt, stream=stream, logger="mcrtest3")
+        try:
+            log = logging.getLogger("mcrtest3.manager")
+            log.info("engaged cluster", extra={"cluster": "prod#eu-1"})
+            with log_context(controller="cm", cluster="ctx-cluster"):
+                log.info("replaced", extra={"cluster": "explicit"})
+        finally:
+            logging.getLogger("mcrtest3").removeHandler(handler)
+        out = stream.getvalue().splitlines()
+        if fmt == "kv":
+            assert "cluster=prod#eu-1" in out[0], out[0]
+            assert "cluster=explicit" in out[1]
+            assert "controller=cm" in out[1]
+        else:
+            first, second = (json.loads(line) for line in out)
+            assert first["cluster"] == "prod#eu-1"
+            assert (second["cluster"], second["controller"]) == ("explicit", "cm")

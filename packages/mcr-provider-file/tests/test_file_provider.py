@@ -6,11 +6,13 @@ import asyncio
 import itertools
 import logging
 import os
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import mcr.providers
 from mcr.errors import ClusterNotFoundError
@@ -153,12 +155,112 @@ async def test_files_appear_change_and_vanish(
 async def test_polling_notices_changes_without_refresh(
     tmp_path: Path, servers: list[Any], kubeconfig_for: Any, write_atomic: Any, run: Any
 ) -> None:
-    provider = FileProvider(directories=[tmp_path], interval=0.05)
+    provider = FileProvider(directories=[tmp_path], interval=0.05, watch=False)
     aware = run(provider)
     path = write_atomic(tmp_path / "late.kubeconfig", kubeconfig_for(servers[0], "c"))
     await eventually(lambda: f"{path}+c" in aware.engaged, message="new file picked up by polling")
+    assert not provider.watching
     path.unlink()
     await eventually(lambda: aware.engaged == {}, message="removed file noticed by polling")
+
+
+async def test_notifications_notice_changes_without_polling(
+    tmp_path: Path, servers: list[Any], kubeconfig_for: Any, write_atomic: Any
+) -> None:
+    # Polling and resync are an hour away: only file-system notifications can explain a reaction.
+    provider = FileProvider(directories=[tmp_path], interval=3600, resync_interval=3600)
+    aware = RecordingAware()
+    task = asyncio.create_task(provider.start(aware))
+    try:
+        await eventually(lambda: provider.watching, message="watching the directory")
+        path = write_atomic(tmp_path / "new.kubeconfig", kubeconfig_for(servers[0], "c"))
+        await eventually(lambda: f"{path}+c" in aware.engaged, message="new file noticed")
+        first = aware.engaged[f"{path}+c"]
+        write_atomic(path, kubeconfig_for(servers[1], "c"))
+        await eventually(
+            lambda: aware.engaged.get(f"{path}+c") not in (None, first), message="change noticed"
+        )
+        path.unlink()
+        await eventually(lambda: aware.engaged == {}, message="removal noticed")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert not provider.watching
+
+
+async def test_mounted_secret_updates_are_noticed(
+    tmp_path: Path, servers: list[Any], kubeconfig_for: Any, run: Any
+) -> None:
+    """A Secret volume is updated by swapping the ``..data`` symlink to a new timestamped directory."""
+    mount = tmp_path / "mount"
+    mount.mkdir()
+
+    def publish(version: int, server: Any) -> None:
+        data = mount / f"..2026_{version}"
+        data.mkdir()
+        (data / "fleet.kubeconfig").write_text(yaml.safe_dump(kubeconfig_for(server, "c")))
+        tmp_link = mount / "..data_tmp"
+        tmp_link.symlink_to(data.name)
+        os.replace(tmp_link, mount / "..data")  # atomic, as the kubelet does
+
+    publish(1, servers[0])
+    (mount / "fleet.kubeconfig").symlink_to("..data/fleet.kubeconfig")
+    provider = FileProvider(directories=[mount], interval=3600, resync_interval=3600)
+    aware = run(provider)
+    name = f"{mount / 'fleet.kubeconfig'}+c"
+    await eventually(lambda: name in aware.engaged)
+    first = aware.engaged[name]
+    await eventually(lambda: provider.watching)
+    publish(2, servers[1])
+    await eventually(lambda: aware.engaged.get(name) not in (None, first), message="swap noticed")
+    assert aware.engaged[name].config.host == servers[1].url
+
+
+async def test_missing_sources_are_reported_and_used_once_they_appear(
+    tmp_path: Path,
+    servers: list[Any],
+    kubeconfig_for: Any,
+    write_atomic: Any,
+    run: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcr.providers.file")
+    typo_dir = tmp_path / "flet"
+    typo_file = tmp_path / "prod.kubeconfg"
+    provider = FileProvider(kubeconfigs=[typo_file], directories=[typo_dir], interval=0.05)
+    aware = run(provider)
+    await eventually(lambda: len(provider.problems()) == 2, message="missing sources reported")
+    assert {(p.path, p.reason) for p in provider.problems()} == {
+        (str(typo_dir), "directory does not exist (yet)"),
+        (str(typo_file), "file does not exist (yet)"),
+    }
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(typo_dir) in m and "does not exist" in m for m in warnings), warnings
+    assert any(str(typo_file) in m and "does not exist" in m for m in warnings), warnings
+    await asyncio.sleep(0.2)  # several polls: each problem is still logged once
+    assert sum(str(typo_dir) in r.getMessage() for r in caplog.records) == 1
+
+    typo_dir.mkdir()
+    path = write_atomic(typo_dir / "a.kubeconfig", kubeconfig_for(servers[0], "a"))
+    write_atomic(typo_file, kubeconfig_for(servers[1], "b"))
+    await eventually(lambda: set(aware.engaged) == {f"{path}+a", f"{typo_file}+b"})
+    await eventually(lambda: provider.problems() == [] and provider.watching)
+
+
+async def test_without_watchfiles_it_polls(
+    tmp_path: Path,
+    servers: list[Any],
+    kubeconfig_for: Any,
+    write_atomic: Any,
+    run: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "watchfiles", None)  # as if it could not be imported
+    provider = FileProvider(directories=[tmp_path], interval=0.05)
+    aware = run(provider)
+    path = write_atomic(tmp_path / "late.kubeconfig", kubeconfig_for(servers[0], "c"))
+    await eventually(lambda: f"{path}+c" in aware.engaged, message="noticed by polling")
+    assert not provider.watching
 
 
 async def test_bad_files_are_reported_and_leave_others_engaged(
@@ -328,6 +430,8 @@ def test_invalid_options(tmp_path: Path) -> None:
         FileProvider(directories=[tmp_path], interval=0)
     with pytest.raises(ValueError, match="separator"):
         FileProvider(directories=[tmp_path], separator="")
+    with pytest.raises(ValueError, match="resync_interval"):
+        FileProvider(directories=[tmp_path], resync_interval=-1)
 
 
 def test_registered_as_plugin(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ class RestConfig:
         if kubeconfig is None:
             paths = _default_kubeconfig_paths()
             if not paths:
-                raise ConfigError("no kubeconfig found ($KUBECONFIG unset and ~/.kube/config missing)")
+                raise ConfigError(_no_kubeconfig_reason())
             doc, where, base_dir = _merge_files(paths)
         elif isinstance(kubeconfig, Mapping):
             doc, where, base_dir = dict(kubeconfig), source or "<dict>", None
@@ -258,6 +258,9 @@ def load_config(
         return RestConfig.from_kubeconfig(kubeconfig, context=context)
     if _default_kubeconfig_paths():
         return RestConfig.from_kubeconfig(None, context=context)
+    if os.environ.get("KUBECONFIG"):
+        # Set but naming nothing that exists: a typo, not a request for in-cluster settings.
+        raise ConfigError(_no_kubeconfig_reason())
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         return RestConfig.in_cluster()
     raise ConfigError(
@@ -282,6 +285,14 @@ def _default_kubeconfig_paths() -> list[str]:
         return [p for p in env.split(os.pathsep) if p and os.path.exists(p)]
     home = os.path.join(os.path.expanduser("~"), ".kube", "config")
     return [home] if os.path.exists(home) else []
+
+
+def _no_kubeconfig_reason() -> str:
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        listed = [p for p in env.split(os.pathsep) if p]
+        return f"$KUBECONFIG names {', '.join(listed) or repr(env)}, but no such file exists"
+    return "no kubeconfig found ($KUBECONFIG unset and ~/.kube/config missing)"
 
 
 def _read_file(path: str) -> dict[str, Any]:

@@ -117,7 +117,13 @@ class ContextFilter(logging.Filter):
         for key in _STANDARD_FIELDS:
             fields.setdefault(key, "")
         for key, value in fields.items():
-            if key not in record.__dict__ and key not in _RECORD_ATTRS:
+            if key in _RECORD_ATTRS:
+                continue
+            if key in record.__dict__:
+                # Given with ``extra`` (e.g. the cluster a manager line is about): it wins, and
+                # ``record.mcr`` must say so too, since formatters read the fields from it.
+                fields[key] = record.__dict__[key]
+            else:
                 setattr(record, key, value)
         record.mcr = fields
         return True

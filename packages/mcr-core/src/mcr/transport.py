@@ -432,6 +432,22 @@ class Transport:
     def _transport_error(
         self, method: str, url: object, exc: BaseException, *, elapsed: float | None = None
     ) -> TransportError:
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+            # Reachable, but not who the CA says it should be: saying "unreachable" would send the
+            # user looking at the network instead of at certificate-authority / tls-server-name.
+            cert_error = exc.certificate_error
+            reason = getattr(cert_error, "verify_message", None) or getattr(cert_error, "reason", None)
+            return TransportError(
+                f"TLS certificate verification failed: {reason or cert_error}; check the cluster's "
+                "certificate-authority(-data) and tls-server-name",
+                cluster=self.cluster_name,
+                url=str(url),
+                method=method,
+            )
+        if isinstance(exc, aiohttp.ClientSSLError):
+            return TransportError(
+                f"TLS handshake failed: {exc}", cluster=self.cluster_name, url=str(url), method=method
+            )
         what = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
         after = f" (gave up after {elapsed:.1f}s)" if elapsed is not None and elapsed >= 0.5 else ""
         return TransportError(

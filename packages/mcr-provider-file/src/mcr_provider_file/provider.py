@@ -1,12 +1,16 @@
 """The file provider: every context of every kubeconfig file found is a cluster.
 
 Clusters are named ``"<absolute file path><separator><context>"`` (separator ``+`` by default).
-The provider polls its sources every ``interval`` seconds (2 by default): a file is re-read only when
-its modification time, size, inode or change time differ, and its clusters are re-engaged only when
-the content hash and then a context's connection settings differ. File reads and parsing run in a
+The provider watches the directories of its sources for changes (``watchfiles``: inotify on Linux)
+and re-scans when one is noticed, with a safety re-scan every ``resync_interval`` seconds; where
+notifications cannot be had (a source's directory does not exist, the system refuses a watch,
+``watch=False``) it polls every ``interval`` seconds instead. A scan re-reads a file only when its
+modification time, size, inode or change time differ, and re-engages its clusters only when the
+content hash and then a context's connection settings differ. File reads and parsing run in a
 worker thread, never on the event loop.
 
-A file that cannot be read or parsed is reported (logged once per new reason, and listed by
+A file that cannot be read or parsed, and a file or directory given by name that does not exist
+(a typo, or one that appears later), is reported (logged once per new reason, and listed by
 :meth:`FileProvider.problems`) and affects no other file; the clusters it had before keep running
 until it is readable again or removed, so an editor's half-written save does not flap them. A
 context that refers to an undefined cluster or user is reported the same way and is not engaged.
@@ -27,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from mcr.config import RestConfig
 from mcr.errors import ClusterNotFoundError, ConfigError
-from mcr.providers import Clusters
+from mcr.providers import Clusters, cancel_and_wait
 from mcr_provider_file._kubeconfig import ContextSpec, KubeconfigProblem, split_contexts
+from mcr_provider_file._watch import Notifier, Root
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
@@ -88,9 +93,14 @@ class FileProvider:
     ``kubeconfigs``: files (entries with ``*``, ``?`` or ``[`` are expanded as path globs);
     ``directories``: directories whose files matching ``globs`` are read (not recursively). When
     neither is given: the paths in ``$KUBECONFIG`` (split on ``os.pathsep``), else ``~/.kube/config``
-    if it exists, else the current directory. Missing files and directories are skipped (they may
-    appear later). ``cluster_options`` are passed to :class:`mcr.cluster.Cluster` with each
-    context's :class:`~mcr.config.RestConfig`; ``cluster_factory`` replaces that call altogether.
+    if it exists, else the current directory. A named file or directory that does not exist is
+    reported in :meth:`problems` (and logged once) and used as soon as it appears.
+    ``cluster_options`` are passed to :class:`mcr.cluster.Cluster` with each context's
+    :class:`~mcr.config.RestConfig`; ``cluster_factory`` replaces that call altogether.
+
+    ``watch`` (default true): follow changes through file-system notifications, re-scanning every
+    ``resync_interval`` seconds (60) as a safety net; ``interval`` (2 s) is the polling period used
+    when notifications are off or unavailable, and while a source's directory does not exist.
 
     The provider starts each cluster before engaging it and stops it after the disengagement.
     Constructed directly or through ``mcr.providers.create("file", ...)``.
@@ -106,9 +116,13 @@ class FileProvider:
         interval: float = 2.0,
         cluster_options: Mapping[str, Any] | None = None,
         cluster_factory: ClusterFactory | None = None,
+        watch: bool = True,
+        resync_interval: float = 60.0,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval!r}")
+        if resync_interval <= 0:
+            raise ValueError(f"resync_interval must be positive, got {resync_interval!r}")
         if not separator:
             raise ValueError("separator must not be empty")
         files = [os.fspath(p) for p in kubeconfigs]
@@ -120,10 +134,16 @@ class FileProvider:
         self.globs = list(globs)
         self.separator = separator
         self.interval = interval
+        self.watch = watch
+        self.resync_interval = resync_interval
         self._cluster_options = dict(cluster_options or {})
         self._factory = cluster_factory or self._new_cluster
         self._clusters = Clusters()
         self._files: dict[str, _FileState] = {}
+        self._missing: list[Problem] = []  # named files and directories that do not exist
+        self._roots: list[Root] = []  # directories whose changes matter
+        self._unwatched = False  # some source's directory does not exist: changes there need polling
+        self._notifier: Notifier | None = None
         self._fingerprints: dict[str, str] = {}  # cluster name -> fingerprint of what it was built from
         # cluster name -> (fingerprint, why no cluster could be built from those settings)
         self._build_problems: dict[str, tuple[str, Problem]] = {}
@@ -148,20 +168,20 @@ class FileProvider:
     async def start(self, aware: Aware) -> None:
         """Load the files, engage their clusters with ``aware`` and follow changes until cancelled.
 
-        Cancelling stops the polling and disengages (and stops) every cluster. An error in one poll
-        is logged and the next poll runs as usual.
+        Cancelling stops watching (and polling) and disengages (and stops) every cluster. An error
+        in one scan is logged and the next scan runs as usual.
         """
         await self.refresh()
-        poller = asyncio.create_task(self._poll(), name="mcr-file-provider-poll")
+        follower = asyncio.create_task(self._follow(), name="mcr-file-provider-follow")
         try:
             await self._clusters.run(aware)
         finally:
-            poller.cancel()
-            try:
-                await poller
-            except asyncio.CancelledError:
-                if not poller.cancelled():
-                    raise
+            await cancel_and_wait([follower])
+
+    @property
+    def watching(self) -> bool:
+        """Whether changes are currently noticed through file-system notifications (else polled)."""
+        return self._notifier is not None and self._notifier.active
 
     # -- inspection -------------------------------------------------------------------------------
 
@@ -172,6 +192,7 @@ class FileProvider:
     def problems(self) -> list[Problem]:
         """Why some files or contexts yield no cluster at the last scan (empty when all are fine)."""
         found = [p for state in self._files.values() for p in state.problems]
+        found.extend(self._missing)
         found.extend(problem for _, problem in self._build_problems.values())
         return sorted(set(found), key=lambda p: (p.path, p.context or "", p.reason))
 
@@ -188,19 +209,72 @@ class FileProvider:
         """
         async with self._refresh_lock:
             previous = self._files
-            self._files = await asyncio.to_thread(self._scan, previous)
+            self._files, self._missing, self._roots, self._unwatched = await asyncio.to_thread(
+                self._scan_all, previous
+            )
             await self._apply()
             self._report()
 
-    async def _poll(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.refresh()
-            except Exception:
-                log.exception(
-                    "file provider: scanning kubeconfig sources failed; retrying in %ss", self.interval
-                )
+    async def _follow(self) -> None:
+        """Re-scan when a watched directory changes, on the resync period, or by polling."""
+        notifier = self._notifier = Notifier(enabled=self.watch)
+        try:
+            while True:
+                active = await notifier.watch(self._roots)
+                # A source whose directory does not exist cannot be watched: poll until it appears.
+                poll = not active or self._unwatched
+                delay = self.interval if poll else self.resync_interval
+                try:
+                    async with asyncio.timeout(delay):
+                        await notifier.changed.wait()
+                except TimeoutError:
+                    pass
+                notifier.changed.clear()
+                try:
+                    await self.refresh()
+                except Exception:
+                    log.exception(
+                        "file provider: scanning kubeconfig sources failed; retrying in %ss", self.interval
+                    )
+                    await asyncio.sleep(self.interval)
+        finally:
+            self._notifier = None
+            await notifier.close()
+
+    def _scan_all(
+        self, previous: dict[str, _FileState]
+    ) -> tuple[dict[str, _FileState], list[Problem], list[Root], bool]:
+        """The files' states, the named sources that are missing, the directories to watch, and
+        whether some source's directory is missing (so only polling notices it appearing).
+
+        Runs in a worker thread.
+        """
+        missing: list[Problem] = []
+        roots: dict[str, bool] = {}
+        unwatched = False
+
+        def watch(directory: str, recursive: bool) -> bool:
+            if not os.path.isdir(directory):
+                return False
+            roots[directory] = roots.get(directory, False) or recursive
+            return True
+
+        for entry in self.kubeconfigs:
+            if globlib.has_magic(entry):
+                base, recursive = _glob_base(entry)
+                if not watch(base, recursive):
+                    unwatched = True
+                    missing.append(Problem(base, None, f"directory does not exist (from the glob {entry})"))
+            elif not watch(os.path.dirname(entry), False):
+                unwatched = True
+                missing.append(Problem(entry, None, "file does not exist, nor does its directory"))
+            elif not os.path.lexists(entry):
+                missing.append(Problem(entry, None, "file does not exist (yet)"))
+        for directory in self.directories:
+            if not watch(directory, False):
+                unwatched = True
+                missing.append(Problem(directory, None, "directory does not exist (yet)"))
+        return self._scan(previous), missing, sorted(roots.items()), unwatched
 
     def _candidates(self) -> list[str]:
         """The kubeconfig paths to read, de-duplicated, in a stable order. Runs in a worker thread."""
@@ -324,6 +398,14 @@ class FileProvider:
         from mcr.cluster import Cluster
 
         return Cluster(config, name=name, **self._cluster_options)
+
+
+def _glob_base(pattern: str) -> tuple[str, bool]:
+    """The directory a path glob starts in, and whether its magic reaches into subdirectories."""
+    parts = pattern.split(os.sep)
+    first = next(i for i, part in enumerate(parts) if globlib.has_magic(part))
+    base = os.sep.join(parts[:first]) or os.sep
+    return base, first < len(parts) - 1
 
 
 def _defaults() -> tuple[list[str], list[str]]:

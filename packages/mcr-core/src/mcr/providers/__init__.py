@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcr.providers._tasks import cancel_and_wait
 from mcr.providers.clusters import Clusters, ClustersProvider
 from mcr.providers.host import host_cluster, run_controller
 from mcr.providers.multi import MultiProvider
@@ -27,6 +28,7 @@ __all__ = [
     "SourcedClusters",
     "UnknownProviderError",
     "available",
+    "cancel_and_wait",
     "create",
     "fingerprint",
     "host_cluster",
