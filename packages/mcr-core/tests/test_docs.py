@@ -18,6 +18,7 @@ import importlib
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -289,6 +290,27 @@ async def _run_page_test(tag: str, fixture: Any, monkeypatch: pytest.MonkeyPatch
 
 async def test_testing_page_example_runs(apiserver: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     await _run_page_test("testing-example", apiserver, monkeypatch)
+
+
+def test_testing_page_example_runs_as_written_in_a_new_project(tmp_path: Path) -> None:
+    """A new project with only the page's config and example: ``pytest`` passes it."""
+    config = re.search(
+        r"<!-- docs-test: testing-config -->\n```toml\n(.*?)```", (DOCS / "testing.md").read_text(), re.S
+    )
+    assert config is not None
+    (tmp_path / "pyproject.toml").write_text(config.group(1))
+    (tmp_path / "test_greeter.py").write_text(_tagged("testing-example"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"\b1 passed\b", done.stdout), done.stdout
 
 
 async def test_testing_page_server_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ submodules ``mcr.handler``, ``mcr.predicate``, ``mcr.source``, ``mcr.providers``
 from __future__ import annotations
 
 from mcr import handler, predicate, providers, source
+from mcr._version import __version__
 from mcr.builder import Builder, controller_managed_by
 from mcr.client import Client
 from mcr.cluster import Cluster
@@ -38,8 +39,6 @@ from mcr.kinds import GVK, GVR
 from mcr.manager import ClusterInfo, ClusterState, LeaderElectionLostError, Manager
 from mcr.multicluster import LOCAL_CLUSTER, Aware, ClusterName, Provider, ProviderRunnable
 from mcr.reconcile import Reconciler, Request, Result, current_cluster
-
-__version__ = "0.1.0"
 
 __all__ = [
     "GVK",

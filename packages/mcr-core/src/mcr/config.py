@@ -23,6 +23,7 @@ import yaml
 
 from mcr._auth import Credentials, ExecCredentials, NoCredentials, ProviderCredentials, StaticToken, TokenFile
 from mcr._tls import SSL_CONTEXTS
+from mcr._version import __version__
 from mcr.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["RestConfig", "load_config", "load_config_async"]
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-DEFAULT_USER_AGENT = "mcr/0.1.0"
+DEFAULT_USER_AGENT = f"mcr/{__version__}"
 
 
 @dataclasses.dataclass(repr=False, eq=False)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from ._version import __version__
 from .faults import Faults, LoggedRequest
 from .fleet import Fleet, FleetThread
 from .server import Server, ServerThread
 
-__all__ = ["Faults", "Fleet", "FleetThread", "LoggedRequest", "Server", "ServerThread"]
+__all__ = ["Faults", "Fleet", "FleetThread", "LoggedRequest", "Server", "ServerThread", "__version__"]
 
 for _name in __all__:
-    globals()[_name].__module__ = __name__
+    if isinstance(globals()[_name], type):
+        globals()[_name].__module__ = __name__
 del _name

@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from mcr_provider_file.provider import DEFAULT_GLOBS, FileProvider, Problem
 
-__all__ = ["DEFAULT_GLOBS", "FileProvider", "Problem"]
+__version__ = "0.1.0"
+
+__all__ = ["DEFAULT_GLOBS", "FileProvider", "Problem", "__version__"]
