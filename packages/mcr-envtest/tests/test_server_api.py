@@ -28,6 +28,7 @@ def test_public_names() -> None:
         "LoggedRequest",
         "Server",
         "ServerThread",
+        "__version__",
     }
     assert Server.__module__ == "mcr_envtest"
 
