@@ -31,20 +31,25 @@ __all__ = ["Api", "Ctx", "json_response"]
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 3 * 1024 * 1024
+MAX_BODY = errors.MAX_REQUEST_BODY_BYTES
 JSON = "application/json"
 NON_RESOURCE_PUBLIC = ("/healthz", "/livez", "/readyz", "/version")
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    """A JSON response (``obj`` may be pre-encoded bytes)."""
-    body = obj if isinstance(obj, bytes) else orjson.dumps(obj)
+    """A JSON response (``obj`` may be pre-encoded bytes), newline-terminated as upstream's
+    encoder writes every body."""
+    body = obj if isinstance(obj, bytes) else orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
+    if not body.endswith(b"\n"):
+        body += b"\n"
     return web.Response(body=body, status=status, content_type=JSON, headers=headers)
 
 
 def status_response(exc: errors.StatusError) -> web.Response:
-    headers = dict(exc.headers)
-    return json_response(exc.status, exc.code, headers)
+    """The Status of ``exc`` encoded byte for byte as kube-apiserver does."""
+    return web.Response(
+        body=errors.encode_status(exc.status), status=exc.code, content_type=JSON, headers=dict(exc.headers)
+    )
 
 
 @dataclass
@@ -145,11 +150,7 @@ class Api:
             return status_response(exc)
         except web.HTTPRequestEntityTooLarge:
             status = 413
-            return status_response(
-                errors.StatusError(
-                    413, "RequestEntityTooLarge", "the request body is too large (limit 3 MiB)"
-                )
-            )
+            return status_response(errors.request_entity_too_large())
         except (ConnectionResetError, asyncio.CancelledError):
             status = 499
             raise

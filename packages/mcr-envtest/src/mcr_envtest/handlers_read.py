@@ -330,7 +330,7 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
         + orjson.dumps(meta_out)
         + b',"items":['
         + b",".join(parts)
-        + b"]}"
+        + b"]}\n"
     )
     return json_response(body)
 
@@ -495,7 +495,7 @@ async def _watch(api: Api, ctx: Ctx) -> web.StreamResponse:
     try:
         await resp.prepare(ctx.request)
         if expired is not None:
-            await resp.write(_event_line("ERROR", orjson.dumps(expired.status)))
+            await resp.write(_event_line("ERROR", errors.encode_status(expired.status, newline=False)))
             await resp.write_eof()
             return resp
         assert watcher is not None

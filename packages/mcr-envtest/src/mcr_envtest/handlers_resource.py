@@ -50,8 +50,8 @@ def _ctype(ctx: Ctx) -> str:
 
 async def _read_body(ctx: Ctx) -> bytes:
     data = await ctx.request.read()
-    if len(data) > 3 * 1024 * 1024:
-        raise errors.StatusError(413, "RequestEntityTooLarge", "the request body is too large (limit 3 MiB)")
+    if len(data) > errors.MAX_REQUEST_BODY_BYTES:
+        raise errors.request_entity_too_large()
     return data
 
 

@@ -49,6 +49,15 @@ def _strip_volatile(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _ownership(obj: dict[str, Any]) -> list[Any]:
+    """The managedFields of ``obj`` without their timestamps: who owns what.
+
+    A write that changes only this (an apply taking or sharing ownership of fields whose values
+    stay the same) is a real write; a write that changes nothing but timestamps is not."""
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    return [{k: v for k, v in e.items() if k != "time"} for e in entries if isinstance(e, dict) and e]
+
+
 def _content(obj: dict[str, Any], *, with_status: bool) -> dict[str, Any]:
     drop = {"metadata", "kind", "apiVersion"} if with_status else {"metadata", "status", "kind", "apiVersion"}
     return {k: v for k, v in obj.items() if k not in drop}
@@ -427,11 +436,9 @@ class Writer:
                     meta[k] = old_meta[k]
                 else:
                     meta.pop(k, None)
-            if not managed:
-                if meta.get("managedFields") == [{}]:
-                    meta.pop("managedFields")
-                elif "managedFields" not in meta and "managedFields" in old_meta:
-                    meta["managedFields"] = old_meta["managedFields"]
+            # ``[{}]`` stays for record_update, which clears the tracking
+            if not managed and "managedFields" not in meta and "managedFields" in old_meta:
+                meta["managedFields"] = old_meta["managedFields"]
             if info.status_subresource:
                 if "status" in old:
                     new["status"] = old["status"]
@@ -464,7 +471,7 @@ class Writer:
             with_status = not info.status_subresource
             if _content(new, with_status=with_status) != _content(old, with_status=with_status):
                 new_meta["generation"] = int(old_meta["generation"]) + 1
-        if _strip_volatile(new) == _strip_volatile(old):
+        if _strip_volatile(new) == _strip_volatile(old) and _ownership(new) == _ownership(old):
             return old
         now = now_rfc3339()
         if not managed:
