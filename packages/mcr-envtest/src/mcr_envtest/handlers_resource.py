@@ -42,6 +42,7 @@ RETURNS_DELETED_OBJECT = frozenset(
     }
 )
 BODY_TYPES = ["application/json", "application/yaml"]
+REVIEWS = frozenset({"selfsubjectaccessreviews", "selfsubjectreviews", "selfsubjectrulesreviews"})
 
 
 def _ctype(ctx: Ctx) -> str:
@@ -96,10 +97,7 @@ def _check_type(ctx: Ctx, body: dict[str, Any]) -> None:
     av, kind = body.get("apiVersion"), body.get("kind")
     if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
         raise errors.bad_request("metadata must be an object")
-    if ctx.subresource in ("scale", "token") or info.plural in (
-        "selfsubjectaccessreviews",
-        "selfsubjectreviews",
-    ):
+    if ctx.subresource in ("scale", "token") or info.plural in REVIEWS:
         return
     if (av and av != info.api_version) or (kind and kind != info.kind):
         raise errors.bad_request(
@@ -180,7 +178,7 @@ def _storage(api: Api, info: ResourceInfo) -> ResourceInfo:
 
 async def handle(api: Api, ctx: Ctx) -> web.StreamResponse:
     info = ctx.info
-    if info.plural in ("selfsubjectaccessreviews", "selfsubjectreviews"):
+    if info.plural in REVIEWS:
         return await _review(api, ctx)
     sub = ctx.subresource
     if sub == "token":
@@ -608,6 +606,8 @@ async def _review(api: Api, ctx: Ctx) -> web.StreamResponse:
     body = await _object_body(ctx)
     if ctx.info.plural == "selfsubjectreviews":
         out = auth.self_subject_review(ctx.user, body)
+    elif ctx.info.plural == "selfsubjectrulesreviews":
+        out = await auth.self_subject_rules_review(api.authorizer, ctx.user, body)
     else:
         out = await auth.self_subject_access_review(api.authorizer, ctx.user, body)
     return json_response(out, 201)

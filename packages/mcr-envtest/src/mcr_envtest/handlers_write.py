@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from . import apply as applymod
-from . import errors, validation
+from . import defaults, errors, validation
 from .resources import Registry, ResourceInfo, crd_resource_infos
 from .store import Store
 
@@ -243,7 +243,8 @@ class Writer:
             "customresourcedefinitions",
         ):
             obj.pop("status", None)
-        self._default(info, obj)
+        obj = defaults.apply(info, obj, None, now)
+        meta = obj["metadata"]
         if not from_apply:
             mf = meta.get("managedFields")
             if mf == [{}]:
@@ -267,83 +268,6 @@ class Writer:
         if sa_info is None or self.store.get("", "serviceaccounts", namespace, "default") is not None:
             return
         self.create(sa_info, {"metadata": {"name": "default", "namespace": namespace}}, namespace)
-
-    def _default(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
-        gr = info.group_resource
-        if gr == NS:
-            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-            obj["status"] = {"phase": "Active"}
-        elif gr == ("", "services"):
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("type", "ClusterIP")
-            spec.setdefault("sessionAffinity", "None")
-            if spec["type"] != "ExternalName":
-                spec.setdefault("clusterIP", f"10.96.{random.randint(0, 255)}.{random.randint(1, 254)}")
-                spec.setdefault("clusterIPs", [spec["clusterIP"]])
-            for p in spec.get("ports") or []:
-                if isinstance(p, dict):
-                    p.setdefault("protocol", "TCP")
-                    if "port" in p:
-                        p.setdefault("targetPort", p["port"])
-            obj.setdefault("status", {"loadBalancer": {}})
-        elif gr == ("", "pods"):
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("schedulerName", "default-scheduler")
-            spec.setdefault("serviceAccountName", "default")
-            obj.setdefault("status", {})
-            obj["status"].setdefault("phase", "Pending")
-            obj["status"].setdefault("qosClass", "BestEffort")
-        elif gr == ("apps", "deployments"):
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("replicas", 1)
-            spec.setdefault("revisionHistoryLimit", 10)
-            spec.setdefault("progressDeadlineSeconds", 600)
-            spec.setdefault(
-                "strategy",
-                {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
-            )
-        elif gr in (("apps", "replicasets"), ("apps", "statefulsets"), ("", "replicationcontrollers")):
-            obj.setdefault("spec", {}).setdefault("replicas", 1)
-        elif gr == ("", "secrets"):
-            obj.setdefault("type", "Opaque")
-        elif gr == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            self._crd_status(obj)
-
-    @staticmethod
-    def _crd_status(obj: dict[str, Any]) -> None:
-        spec = obj.get("spec") or {}
-        now = now_rfc3339()
-        names = dict(spec.get("names") or {})
-        if names.get("kind") and not names.get("listKind"):
-            names["listKind"] = names["kind"] + "List"
-        if names.get("kind") and not names.get("singular"):
-            names["singular"] = str(names["kind"]).lower()
-        stored = [v.get("name") for v in spec.get("versions") or [] if v.get("storage")]
-        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
-        old_stored = [s for s in (status or {}).get("storedVersions") or [] if s not in stored]
-        obj["status"] = {
-            "acceptedNames": names,
-            "conditions": [
-                {
-                    "type": "NamesAccepted",
-                    "status": "True",
-                    "lastTransitionTime": now,
-                    "reason": "NoConflicts",
-                    "message": "no conflicts found",
-                },
-                {
-                    "type": "Established",
-                    "status": "True",
-                    "lastTransitionTime": now,
-                    "reason": "InitialNamesAccepted",
-                    "message": "the initial names have been accepted",
-                },
-            ],
-            "storedVersions": old_stored + stored,
-        }
 
     # ------------------------------------------------------------------ update
     def update(
@@ -463,7 +387,8 @@ class Writer:
                 new["spec"] = old.get("spec", {}) if "spec" not in new else new["spec"]
             if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
                 new["status"] = old.get("status", {})
-                self._crd_status(new)
+        if subresource != "status" or info.is_custom:
+            new = defaults.apply(info, new, old, now_rfc3339())
         new_meta = new["metadata"]
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
         # generation: bumps when content outside metadata (and status, with a status subresource) changes

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from . import certs, kubeconfig, persist
+from . import bootstrap, certs, kubeconfig, persist
 from .auth import Authenticator, Authorizer, UserInfo
 from .external import ExternalControlPlane, assets_dir
 from .faults import Faults
@@ -140,6 +140,10 @@ class Server:
         for ns in IMMORTAL_NAMESPACES:
             if self.store.get("", "namespaces", "", ns) is None:
                 self.writer.create(ns_info, {"metadata": {"name": ns}}, "")
+        for info, obj in bootstrap.objects(self.registry):
+            meta = obj["metadata"]
+            if self.store.get(info.group, info.plural, meta.get("namespace", ""), meta["name"]) is None:
+                self.writer.create(info, obj, meta.get("namespace", ""), manager="kube-apiserver")
 
     def _on_crd_removed(self, crd: dict[str, Any]) -> None:
         assert self.store is not None

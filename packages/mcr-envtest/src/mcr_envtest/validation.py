@@ -66,6 +66,8 @@ _NAME_RULES: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io", "ClusterRole"): "path",
     ("rbac.authorization.k8s.io", "RoleBinding"): "path",
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): "path",
+    ("apiregistration.k8s.io", "APIService"): "path",  # "<version>.<group>", "v1." for the core group
+    ("scheduling.k8s.io", "PriorityClass"): "subdomain",
 }
 
 
