@@ -45,11 +45,13 @@ RBAC = "rbac.authorization.k8s.io"
 
 @dataclass(frozen=True)
 class UserInfo:
-    """An authenticated (or anonymous) user: name, groups and an optional uid."""
+    """An authenticated (or anonymous) user: name, groups, an optional uid and extra attributes
+    (``((key, (value, ...)), ...)``, as impersonation can set them)."""
 
     name: str
     groups: tuple[str, ...]
     uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -527,6 +529,8 @@ def self_subject_review(user: UserInfo, body: dict[str, Any]) -> dict[str, Any]:
     info: dict[str, Any] = {"username": user.name, "groups": list(user.groups)}
     if user.uid:
         info["uid"] = user.uid
+    if user.extra:
+        info["extra"] = {k: list(v) for k, v in user.extra}
     md = dict((body or {}).get("metadata") or {})
     md["creationTimestamp"] = _now()
     return {

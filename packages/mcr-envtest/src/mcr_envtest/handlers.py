@@ -21,6 +21,7 @@ from aiohttp import web
 from . import discovery, errors, openapi
 from .auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
 from .faults import Faults, LoggedRequest
+from .impersonation import impersonate
 from .resources import Registry, ResourceInfo
 
 if TYPE_CHECKING:
@@ -140,9 +141,10 @@ class Api:
     # ------------------------------------------------------------------ entry
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         user_name = ""
+        who: list[str] = []
         status = 500
         try:
-            resp, user_name = await self._dispatch(request)
+            resp, user_name = await self._dispatch(request, who)
             status = resp.status
             return resp
         except errors.StatusError as exc:
@@ -163,11 +165,16 @@ class Api:
         finally:
             self.faults.request_log.append(
                 LoggedRequest(
-                    request.method, request.path, request.query_string, status, user_name, time.time()
+                    request.method,
+                    request.path,
+                    request.query_string,
+                    status,
+                    user_name or (who[-1] if who else ""),
+                    time.time(),
                 )
             )
 
-    async def _dispatch(self, request: web.Request) -> tuple[web.StreamResponse, str]:
+    async def _dispatch(self, request: web.Request, who: list[str]) -> tuple[web.StreamResponse, str]:
         faults = self.faults
         if faults.latency_seconds:
             await asyncio.sleep(faults.latency_seconds)
@@ -181,7 +188,8 @@ class Api:
         path = request.path
         if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
             return web.Response(text="ok", content_type="text/plain"), ""
-        user = self._authenticate(request, path)
+        user = impersonate(request.headers, self._authenticate(request, path), self.authorizer)
+        who.append(user.name)  # logged even when the request then fails
         segs = [s for s in path.split("/") if s]
         if not segs or segs[0] not in ("api", "apis"):
             return await self._non_resource(request, segs, user), user.name
