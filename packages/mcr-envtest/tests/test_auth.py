@@ -272,7 +272,8 @@ def test_protobuf_review_bodies() -> None:
     assert decode_protobuf(binding) == {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": "rb"},
+        # the zero creationTimestamp is null, as in the JSON kubectl would send
+        "metadata": {"name": "rb", "creationTimestamp": None},
         "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "carol"}],
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
     }

@@ -78,37 +78,79 @@ def _service(obj: Obj, old: Obj) -> None:
         spec.setdefault("ipFamilies", ["IPv4"])
         spec.setdefault("ipFamilyPolicy", "SingleStack")
         spec.setdefault("internalTrafficPolicy", "Cluster")
+    node_ports = spec["type"] in ("NodePort", "LoadBalancer")
+    if node_ports:
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    allocated = {
+        (p.get("port"), p.get("protocol", "TCP")): p["nodePort"]
+        for p in old_spec.get("ports") or []
+        if isinstance(p, dict) and p.get("nodePort")
+    }
     for p in spec.get("ports") or []:
         if isinstance(p, dict):
             p.setdefault("protocol", "TCP")
             if "port" in p:
                 p.setdefault("targetPort", p["port"])
+            if node_ports and not p.get("nodePort"):
+                p["nodePort"] = allocated.get((p.get("port"), p["protocol"])) or random.randint(30000, 32767)
     if not isinstance(obj.get("status"), dict):
         obj["status"] = old.get("status") or {"loadBalancer": {}}
 
 
-def _pod(obj: Obj, old: Obj) -> None:
-    spec = _spec(obj)
+def _pod_spec(spec: Any) -> None:
+    """Upstream's PodSpec defaults (pods and every pod template)."""
+    if not isinstance(spec, dict):
+        return
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("serviceAccountName", "default")
     spec.setdefault("securityContext", {})
-    for c in spec.get("containers") or []:
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         if isinstance(c, dict):
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("terminationMessagePolicy", "File")
-            c.setdefault(
-                "imagePullPolicy", "Always" if str(c.get("image", "")).endswith(":latest") else "IfNotPresent"
-            )
+            image = str(c.get("image", ""))
+            latest = image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]
+            c.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+            for p in c.get("ports") or []:
+                if isinstance(p, dict):
+                    p.setdefault("protocol", "TCP")
+
+
+def _template(holder: Any) -> None:
+    template = holder.get("template") if isinstance(holder, dict) else None
+    if isinstance(template, dict):
+        _pod_spec(template.get("spec"))
+
+
+def _pod(obj: Obj, old: Obj) -> None:
+    spec = _spec(obj)
+    _pod_spec(spec)
+    spec.setdefault("serviceAccountName", "default")
+    spec.setdefault("enableServiceLinks", True)
     status = _status(obj, old)
     status.setdefault("phase", "Pending")
     status.setdefault("qosClass", "BestEffort")
 
 
 def _replicas(obj: Obj, old: Obj) -> None:
-    _spec(obj).setdefault("replicas", 1)
+    spec = _spec(obj)
+    spec.setdefault("replicas", 1)
+    _template(spec)
+
+
+def _strategy(spec: Obj, key: str, default_type: str, rolling: Obj) -> None:
+    strategy = spec.get(key)
+    if not isinstance(strategy, dict):
+        strategy = spec[key] = {}
+    strategy.setdefault("type", default_type)
+    if strategy["type"] == default_type and rolling:
+        ru = strategy.get("rollingUpdate")
+        if not isinstance(ru, dict):
+            ru = strategy["rollingUpdate"] = {}
+        for k, v in rolling.items():
+            ru.setdefault(k, v)
 
 
 def _deployment(obj: Obj, old: Obj) -> None:
@@ -116,9 +158,24 @@ def _deployment(obj: Obj, old: Obj) -> None:
     spec.setdefault("replicas", 1)
     spec.setdefault("revisionHistoryLimit", 10)
     spec.setdefault("progressDeadlineSeconds", 600)
-    spec.setdefault(
-        "strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
-    )
+    _strategy(spec, "strategy", "RollingUpdate", {"maxSurge": "25%", "maxUnavailable": "25%"})
+    _template(spec)
+
+
+def _stateful_set(obj: Obj, old: Obj) -> None:
+    spec = _spec(obj)
+    spec.setdefault("replicas", 1)
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    _strategy(spec, "updateStrategy", "RollingUpdate", {"partition": 0})
+    _template(spec)
+
+
+def _daemon_set(obj: Obj, old: Obj) -> None:
+    spec = _spec(obj)
+    spec.setdefault("revisionHistoryLimit", 10)
+    _strategy(spec, "updateStrategy", "RollingUpdate", {"maxSurge": 0, "maxUnavailable": 1})
+    _template(spec)
 
 
 def _job(obj: Obj, old: Obj) -> None:
@@ -130,6 +187,7 @@ def _job(obj: Obj, old: Obj) -> None:
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    _template(spec)
 
 
 def _cronjob(obj: Obj, old: Obj) -> None:
@@ -138,6 +196,9 @@ def _cronjob(obj: Obj, old: Obj) -> None:
     spec.setdefault("suspend", False)
     spec.setdefault("successfulJobsHistoryLimit", 3)
     spec.setdefault("failedJobsHistoryLimit", 1)
+    job_spec = (spec.get("jobTemplate") or {}).get("spec")
+    if isinstance(job_spec, dict):
+        _template(job_spec)
 
 
 def _secret(obj: Obj, old: Obj) -> None:
@@ -244,7 +305,8 @@ _BUILTIN: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
     ("", "replicationcontrollers"): _replicas,
     ("apps", "deployments"): _deployment,
     ("apps", "replicasets"): _replicas,
-    ("apps", "statefulsets"): _replicas,
+    ("apps", "statefulsets"): _stateful_set,
+    ("apps", "daemonsets"): _daemon_set,
     ("batch", "jobs"): _job,
     ("batch", "cronjobs"): _cronjob,
     ("networking.k8s.io", "ingresses"): _ingress,
