@@ -197,9 +197,11 @@ class Api:
         if ctx is None:
             return await self._non_resource(request, segs, user), user.name
         self._authorize(ctx)
-        from . import handlers_read, handlers_resource
+        from . import handlers_read, handlers_resource, handlers_watch
 
-        if ctx.verb in ("get", "list", "watch") and not ctx.subresource:
+        if ctx.verb == "watch" and not ctx.subresource:
+            resp = await handlers_watch.handle(self, ctx)
+        elif ctx.verb in ("get", "list") and not ctx.subresource:
             resp = await handlers_read.handle(self, ctx)
         else:
             resp = await handlers_resource.handle(self, ctx)
