@@ -17,11 +17,13 @@ from mcr.builder import controller_managed_by
 from mcr.cache import BackoffPolicy, CacheOptions
 from mcr.client import Client
 from mcr.config import RestConfig
-from mcr.errors import NoKindMatchError, NotFoundError, is_conflict, is_forbidden
+from mcr.errors import NotFoundError, is_conflict, is_forbidden
 from mcr.manager import Manager
 from mcr.reconcile import Request
 from mcr.testing import eventually, running
 from mcr_envtest import ServerThread
+
+from .test_controller_envtest import install_crd, widget
 
 CM = "v1/ConfigMap"
 WIDGET = "example.com/v1/Widget"
@@ -205,39 +207,8 @@ async def test_converges_under_conflict_storms_and_concurrent_writers(
     assert set(mirror.errors) <= {"conflict"}
 
 
-def widget_crd() -> dict[str, Any]:
-    open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": open_object}}},
-                }
-            ],
-        },
-    }
-
-
 async def test_crd_deleted_and_recreated_while_watched(apiserver: ServerThread, admin: Client) -> None:
-    await admin.create(widget_crd())
-
-    async def served() -> bool:
-        try:
-            await admin.list(WIDGET, namespace="default")
-        except (NotFoundError, NoKindMatchError) as exc:
-            raise AssertionError(str(exc)) from exc
-        return True
-
-    await eventually(served, timeout=10)
+    await install_crd(admin)
     mgr = manager(apiserver)
     seen: dict[str, str] = {}
 
@@ -252,15 +223,6 @@ async def test_crd_deleted_and_recreated_while_watched(apiserver: ServerThread, 
             await client.create(cm(f"{req.name}-cm", {"message": w["spec"]["message"]}))
 
     controller_managed_by(mgr).for_(WIDGET).complete(reconcile)
-
-    def widget(name: str, message: str) -> dict[str, Any]:
-        md = {"name": name, "namespace": "default"}
-        return {
-            "apiVersion": "example.com/v1",
-            "kind": "Widget",
-            "metadata": md,
-            "spec": {"message": message},
-        }
 
     async with running(mgr):
         await admin.create(widget("w1", "one"))
@@ -278,8 +240,7 @@ async def test_crd_deleted_and_recreated_while_watched(apiserver: ServerThread, 
             )
 
         await eventually(crd_gone, timeout=15)
-        await admin.create(widget_crd())
-        await eventually(served, timeout=10)
+        await install_crd(admin)
         await admin.create(widget("w2", "two"))
         await eventually(
             lambda: seen.get("w2") == "two", timeout=20, message="watching again after re-creation"

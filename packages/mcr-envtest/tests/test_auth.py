@@ -17,12 +17,14 @@ from mcr_envtest.auth import (
     Unauthenticated,
     UserInfo,
     forbidden_message,
+)
+from mcr_envtest.errors import StatusError
+from mcr_envtest.reviews import (
     self_subject_access_review,
     self_subject_review,
     self_subject_rules_review,
     token_request,
 )
-from mcr_envtest.errors import StatusError
 
 RBAC = "rbac.authorization.k8s.io"
 

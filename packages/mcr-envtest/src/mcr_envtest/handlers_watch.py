@@ -218,6 +218,18 @@ _WATCH_ERROR_REASONS = {
 }
 
 
+def _render(events: list[Event], ns: str, sel: Selector, r: _Renderer) -> list[bytes]:
+    """The watch lines ``events`` yield for this stream (namespace and selectors applied)."""
+    out: list[bytes] = []
+    for ev in events:
+        if ns and ev.namespace != ns:
+            continue
+        line = _transition(ev, sel, r)
+        if line is not None:
+            out.append(line)
+    return out
+
+
 async def _end_with(resp: web.StreamResponse, transport: Any, fault: WatchFault) -> None:
     """End a stream as ``fault`` says (see :class:`~mcr_envtest.faults.WatchFault`)."""
     if fault.kind == "reset":
@@ -255,27 +267,23 @@ async def _stream(
     fault = faults.take_watch_fault()
     limit = fault.after if fault is not None else None
     transport = ctx.request.transport
-    pending: list[bytes] = list(initial)
-    for ev in backlog:
-        if ns and ev.namespace != ns:
-            continue
-        line = _transition(ev, sel, r)
-        if line is not None:
-            pending.append(line)
-        last_rv = ev.rv
-    if fault is not None and limit is not None and len(pending) >= limit:
-        # the fault strikes within what is already due: send only the events before it, and
-        # nothing that claims a later position (no bookmark), so a resuming client loses nothing
-        if limit:
+
+    async def send(lines: list[bytes], sent: int) -> tuple[int, bool]:
+        """Write ``lines``, but none past the fault's event count: (events sent, fault due).
+        A faulted stream ends without anything that claims a later position (no bookmark), so
+        a client resuming from the last event it got loses nothing."""
+        if limit is not None:
+            lines = lines[: max(0, limit - sent)]
+        if lines:
             await _wait_unstalled(faults, watcher, loop, deadline)
-            await resp.write(b"".join(pending[:limit]))
-        await _end_with(resp, transport, fault)
-        return
-    sent = len(pending)
-    if pending:
-        await _wait_unstalled(faults, watcher, loop, deadline)
-        await resp.write(b"".join(pending))
-    while True:
+            await resp.write(b"".join(lines))
+        sent += len(lines)
+        return sent, fault is not None and limit is not None and sent >= limit
+
+    sent, struck = await send(initial + _render(backlog, ns, sel, r), 0)
+    if backlog:
+        last_rv = backlog[-1].rv
+    while not struck:
         now = loop.time()
         if now >= deadline:
             break
@@ -285,23 +293,9 @@ async def _stream(
         batch = await watcher.next_batch(wait)
         await _wait_unstalled(faults, watcher, loop, deadline)
         if batch:
-            lines = []
-            struck = False
-            for ev in batch:
-                if ns and ev.namespace != ns:
-                    continue
-                line = _transition(ev, sel, r)
-                if line is not None:
-                    lines.append(line)
-                    sent += 1
-                    if limit is not None and sent >= limit:
-                        struck = True
-                        break
-            if lines:
-                await resp.write(b"".join(lines))
-            if struck and fault is not None:
-                await _end_with(resp, transport, fault)
-                return
+            sent, struck = await send(_render(batch, ns, sel, r), sent)
+            if struck:
+                break
             last_rv = batch[-1].rv
         elif watcher.closed:
             break
@@ -312,6 +306,9 @@ async def _stream(
                 last_rv = max(last_rv, store.rv)
             await resp.write(r.bookmark(last_rv))
             next_bookmark = loop.time() + api.bookmark_interval
+    if struck and fault is not None:
+        await _end_with(resp, transport, fault)
+        return
     if watcher.closed and watcher.overflowed:
         return
     if bookmarks and not watcher.closed and not watcher.pending:

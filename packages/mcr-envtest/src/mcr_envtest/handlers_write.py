@@ -9,95 +9,22 @@ completely or raises :class:`~mcr_envtest.errors.StatusError` before touching th
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
-
-import orjson
 
 from . import apply as applymod
 from . import defaults, errors, validation
 from .resources import Registry, ResourceInfo, crd_resource_infos
 from .store import Store
+from .write_rules import content, deep_copy, now_rfc3339, ownership, strip_volatile, type_causes
 
-__all__ = ["IMMORTAL_NAMESPACES", "Writer", "now_rfc3339"]
+__all__ = ["CRD_FINALIZER", "IMMORTAL_NAMESPACES", "Writer"]
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 NS = ("", "namespaces")
-
-
-def now_rfc3339() -> str:
-    """The current time as upstream's RFC 3339 seconds timestamp."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def deep_copy(obj: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of a JSON object (orjson round trip: fast and exact for JSON data)."""
-    out: dict[str, Any] = orjson.loads(orjson.dumps(obj))
-    return out
-
-
-def _strip_volatile(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = dict(obj.get("metadata") or {})
-    meta.pop("resourceVersion", None)
-    meta.pop("managedFields", None)
-    out = dict(obj)
-    out["metadata"] = meta
-    return out
-
-
-def _ownership(obj: dict[str, Any]) -> list[Any]:
-    """The managedFields of ``obj`` without their timestamps: who owns what.
-
-    A write that changes only this (an apply taking or sharing ownership of fields whose values
-    stay the same) is a real write; a write that changes nothing but timestamps is not."""
-    entries = (obj.get("metadata") or {}).get("managedFields") or []
-    return [{k: v for k, v in e.items() if k != "time"} for e in entries if isinstance(e, dict) and e]
-
-
-def _content(obj: dict[str, Any], *, with_status: bool) -> dict[str, Any]:
-    drop = {"metadata", "kind", "apiVersion"} if with_status else {"metadata", "status", "kind", "apiVersion"}
-    return {k: v for k, v in obj.items() if k not in drop}
-
-
-def _type_causes(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """Causes for metadata fields whose JSON type the server's own logic relies on."""
-    meta = obj.get("metadata") or {}
-    causes: list[dict[str, Any]] = []
-
-    def bad(field: str, want: str) -> None:
-        causes.append(
-            {
-                "type": "FieldValueInvalid",
-                "field": field,
-                "message": f"Invalid value: {meta.get(field.split('.', 1)[1])!r}: must be {want}",
-            }
-        )
-
-    for key in ("name", "generateName", "namespace", "resourceVersion", "uid"):
-        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
-            bad(f"metadata.{key}", "a string")
-    fins = meta.get("finalizers")
-    if fins is not None and not (isinstance(fins, list) and all(isinstance(f, str) for f in fins)):
-        bad("metadata.finalizers", "a list of strings")
-    refs = meta.get("ownerReferences")
-    if refs is not None and not (
-        isinstance(refs, list)
-        and all(isinstance(r, dict) and isinstance(r.get("uid", ""), str) for r in refs)
-    ):
-        bad("metadata.ownerReferences", "a list of owner references")
-    for key in ("labels", "annotations"):
-        v = meta.get(key)
-        if v is not None and not (isinstance(v, dict) and all(isinstance(x, str) for x in v.values())):
-            bad(f"metadata.{key}", "a map of strings")
-    if obj.get("spec") is not None and not isinstance(obj["spec"], dict):
-        causes.append(
-            {"type": "FieldValueInvalid", "field": "spec", "message": "Invalid value: must be an object"}
-        )
-    return causes
 
 
 class Writer:
@@ -201,7 +128,7 @@ class Writer:
         else:
             meta.pop("namespace", None)
             namespace = ""
-        causes = _type_causes(obj)
+        causes = type_causes(obj)
         if causes:
             raise errors.invalid(info, str(meta.get("name") or ""), causes)
         if obj.get("spec", {}) is None:
@@ -306,7 +233,7 @@ class Writer:
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
-        causes = _type_causes(body)
+        causes = type_causes(body)
         if causes:
             raise errors.invalid(info, name, causes)
         old_meta = old["metadata"]
@@ -394,9 +321,9 @@ class Writer:
         # generation: bumps when content outside metadata (and status, with a status subresource) changes
         if "generation" in old_meta:
             with_status = not info.status_subresource
-            if _content(new, with_status=with_status) != _content(old, with_status=with_status):
+            if content(new, with_status=with_status) != content(old, with_status=with_status):
                 new_meta["generation"] = int(old_meta["generation"]) + 1
-        if _strip_volatile(new) == _strip_volatile(old) and _ownership(new) == _ownership(old):
+        if strip_volatile(new) == strip_volatile(old) and ownership(new) == ownership(old):
             return old
         now = now_rfc3339()
         if not managed:
