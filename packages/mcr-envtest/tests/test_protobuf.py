@@ -324,6 +324,35 @@ def contains(actual: Any, expected: Any) -> bool:
     return bool(actual == expected)
 
 
+async def test_malformed_protobuf_bodies_are_client_errors(raw: Raw) -> None:
+    import random
+
+    rng = random.Random(7)
+    good = encode(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            **SAMPLES[("apps", "deployments")],
+            "metadata": {"name": "fuzz"},
+        }
+    )
+    path = "/apis/apps/v1/namespaces/default/deployments"
+    statuses = set()
+    for i in range(150):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            pos = rng.randrange(4, len(data))
+            data[pos] = rng.randrange(256)
+        if i % 5 == 0:
+            data = data[: rng.randrange(4, len(data))]
+        async with raw.request("POST", path, data=bytes(data), headers={"Content-Type": PROTOBUF}) as resp:
+            statuses.add(resp.status)
+            body = await resp.json()
+        assert resp.status < 500, body
+        await raw.json("DELETE", f"{path}/fuzz")
+    assert 415 in statuses  # undecodable bodies are refused as an unknown format
+
+
 KUBECTL_CREATE: list[tuple[list[str], str, str, str]] = [
     # (kubectl create arguments, resource, name, jsonpath → expected)
     (

@@ -241,13 +241,23 @@ def decode_protobuf(body: bytes) -> dict[str, Any]:
     if not body.startswith(_MAGIC):
         raise ValueError("protobuf body lacks the k8s\\0 envelope prefix")
     envelope = {n: v for n, _, v in _fields(body[len(_MAGIC) :])}
-    type_meta = {n: v for n, _, v in _fields(envelope.get(1, b""))}
-    api_version = type_meta.get(1, b"").decode()
-    kind = type_meta.get(2, b"").decode()
+    meta_bytes = envelope.get(1, b"")
+    type_meta = {n: v for n, _, v in _fields(meta_bytes)} if isinstance(meta_bytes, bytes) else {}
+    api_version, kind = (
+        v.decode() if isinstance(v, bytes) else "" for v in (type_meta.get(1), type_meta.get(2))
+    )
     if not supported(api_version, kind):
         raise ValueError(
             f"protobuf bodies of {api_version or '?'}/{kind or '?'} are not supported; send JSON"
         )
     package = _table()["groups"][api_version]
-    obj = _message(envelope.get(2, b""), f"{package}.{kind}")
+    try:
+        obj = _message(envelope.get(2, b""), f"{package}.{kind}")
+    except ValueError:
+        raise
+    except (KeyError, TypeError, AttributeError, IndexError, struct.error, RecursionError) as exc:
+        # a field whose wire type or content contradicts the schema
+        raise ValueError(f"malformed protobuf {kind}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"malformed protobuf {kind}: not an object")
     return {"apiVersion": api_version, "kind": kind, **obj}
