@@ -189,9 +189,13 @@ def test_status_apply_through_the_server_keeps_spec_ownership(apiserver: ServerT
     from .test_openapi import WIDGET_CRD, raw_request
 
     crd = {**WIDGET_CRD, "metadata": {"name": "widgets.example.com"}}
+    version = crd["spec"]["versions"][0]
+    schema = version["schema"]["openAPIV3Schema"]
+    status_schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = {**schema, "properties": {**schema["properties"], "status": status_schema}}
     crd["spec"] = {
         **crd["spec"],
-        "versions": [{**crd["spec"]["versions"][0], "subresources": {"status": {}}}],
+        "versions": [{**version, "schema": {"openAPIV3Schema": schema}, "subresources": {"status": {}}}],
     }
     assert (
         raw_request(apiserver, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)[0]

@@ -17,12 +17,14 @@ from mcr_envtest.auth import (
     Unauthenticated,
     UserInfo,
     forbidden_message,
+)
+from mcr_envtest.errors import StatusError
+from mcr_envtest.reviews import (
     self_subject_access_review,
     self_subject_review,
     self_subject_rules_review,
     token_request,
 )
-from mcr_envtest.errors import StatusError
 
 RBAC = "rbac.authorization.k8s.io"
 
@@ -272,7 +274,8 @@ def test_protobuf_review_bodies() -> None:
     assert decode_protobuf(binding) == {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": "rb"},
+        # the zero creationTimestamp is null, as in the JSON kubectl would send
+        "metadata": {"name": "rb", "creationTimestamp": None},
         "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "carol"}],
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
     }

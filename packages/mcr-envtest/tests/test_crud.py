@@ -162,7 +162,7 @@ async def test_server_side_apply_create_conflict_and_force(raw: Any) -> None:
     status, conflict = await apply("beta", "two")
     assert status == 409
     assert conflict["reason"] == "Conflict"
-    assert conflict["details"]["causes"][0]["type"] == "FieldManagerConflict"
+    assert conflict["details"]["causes"][0]["reason"] == "FieldManagerConflict"
     status, forced = await apply("beta", "two", force=True)
     assert status == 200
     assert forced["data"] == {"k": "two"}

@@ -123,7 +123,7 @@ async def test_namespace_termination(raw: Raw) -> None:
     assert ns["status"]["phase"] == "Terminating"
     status, body = await raw.json("POST", nscm, json={"metadata": {"name": "late"}})
     assert status == 403
-    assert body["details"]["causes"][0]["type"] == "NamespaceTerminating"
+    assert body["details"]["causes"][0]["reason"] == "NamespaceTerminating"
 
     async def contents_deleted() -> bool:
         s1, _ = await raw.json("GET", f"{nscm}/free")

@@ -206,7 +206,7 @@ def test_apply_removes_what_the_configuration_dropped(kubectl: Kubectl, server_s
     assert set(containers) == {"side", "nginx"}
     assert containers["side"]["image"] == "busybox:2"
     assert containers["nginx"]["env"] == [{"name": "B", "value": "2"}]
-    assert containers["nginx"]["ports"] == [{"containerPort": 443}]
+    assert containers["nginx"]["ports"] == [{"containerPort": 443, "protocol": "TCP"}]  # defaulted
     assert pod["volumes"] == [{"name": "data", "hostPath": {"path": "/x"}}]
     if not server_side:  # the 3-way strategic patch also carries the new order
         assert [c["name"] for c in pod["containers"]] == ["side", "nginx"]

@@ -1,7 +1,8 @@
 """The ``mcr`` command.
 
 ``mcr providers`` lists the installed providers (name, distribution, version, description);
-``--json`` prints the same as JSON. Exit status 0 on success; 1 when a plugin failed to load or
+``--json`` prints the same as JSON. ``mcr --version`` prints mcr's version. ``python -m mcr``
+is the same command. Exit status 0 on success; 1 when a plugin failed to load or
 its hook failed (reported on stderr, naming the plugin and distribution; the providers that did
 load are still listed); 2 on usage errors.
 """
@@ -39,7 +40,10 @@ def _providers(args: argparse.Namespace, out: TextIO, plugins: Iterable[object])
 
 
 def _parser() -> argparse.ArgumentParser:
+    from mcr import __version__
+
     parser = argparse.ArgumentParser(prog="mcr", description="mcr: multi-cluster controllers in Python")
+    parser.add_argument("--version", action="version", version=f"mcr {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     providers = sub.add_parser("providers", help="list the installed cluster providers")
     providers.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -1,16 +1,23 @@
-"""``mcr-envtest serve`` and ``mcr-envtest fleet up``: run servers until SIGINT/SIGTERM."""
+"""``mcr-envtest serve`` and ``mcr-envtest fleet up|down|add|remove``.
+
+``serve`` and ``fleet up`` run until SIGINT/SIGTERM (or ``fleet down``); ``fleet down``, ``add``
+and ``remove`` control a fleet started with ``fleet up --dir D`` from another terminal (see
+:mod:`.fleetctl`). Exit status: 0 on success, 1 when a fleet cannot be controlled (none running,
+unknown cluster), 2 on usage errors and when the port cannot be listened on.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import errno
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import kubeconfig
+from . import fleetctl, kubeconfig
 from .fleet import Fleet
 from .server import Server
 
@@ -36,7 +43,64 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--dir", required=True, help="directory for the kubeconfig files")
     up.add_argument("--state-dir", help="keep each cluster's objects in <state-dir>/cluster-<i>")
     up.add_argument("--history-size", type=int, default=10000)
+    _fleet_control_parsers(fsub)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     return p
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcr-envtest")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _fleet_control_parsers(fsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    down = fsub.add_parser("down", help="stop the fleet started with 'fleet up --dir DIR'")
+    down.add_argument("--dir", required=True, help="the directory given to 'fleet up'")
+    down.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it to stop")
+    add = fsub.add_parser("add", help="start one more cluster in a running fleet")
+    add.add_argument("--dir", required=True, help="the directory given to 'fleet up'")
+    add.add_argument("--name", help="cluster name (default: cluster-<next index>)")
+    rm = fsub.add_parser("remove", help="stop one cluster of a running fleet")
+    rm.add_argument("--dir", required=True, help="the directory given to 'fleet up'")
+    rm.add_argument("name", help="the cluster to remove, e.g. cluster-1")
+
+
+async def _fleet_control(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    try:
+        if args.fleet_command == "down":
+            pid = int(fleetctl.state_of(directory)["pid"])
+            await fleetctl.request(directory, {"op": "down"})
+            if not await fleetctl.wait_stopped(pid, args.timeout):
+                why = f"the fleet in {directory} (pid {pid}) did not stop within {args.timeout:g}s"
+                print(f"mcr-envtest: {why}", file=sys.stderr)
+                return 1
+            print(f"fleet in {directory} stopped")
+        elif args.fleet_command == "add":
+            reply = await fleetctl.request(directory, {"op": "add", "name": args.name})
+            c = reply["cluster"]
+            print(f"{c['name']}: {c['url']} kubeconfig: {c['kubeconfig']}")
+        else:
+            await fleetctl.request(directory, {"op": "remove", "name": args.name})
+            print(f"{args.name} removed")
+    except fleetctl.FleetControlError as exc:
+        print(f"mcr-envtest: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _listen_error(host: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        why = "the address is already in use"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        why = "permission denied (ports below 1024 need privileges)"
+    else:
+        why = exc.strerror or str(exc)
+    return f"mcr-envtest: cannot listen on {host}:{port}: {why}"
 
 
 async def _wait_for_signal() -> None:
@@ -59,7 +123,12 @@ async def _serve(args: argparse.Namespace) -> int:
         history_size=args.history_size,
         state_dir=args.state_dir,
     )
-    await srv.start()
+    try:
+        await srv.start()
+    except OSError as exc:
+        await srv.stop()
+        print(_listen_error(args.host, args.port, exc), file=sys.stderr)
+        return 2
     try:
         path = srv.kubeconfig_path
         if args.kubeconfig:
@@ -75,23 +144,27 @@ async def _fleet_up(args: argparse.Namespace) -> int:
     if args.clusters < 1:
         print("mcr-envtest: --clusters must be at least 1", file=sys.stderr)
         return 2
+    directory = Path(args.dir)
+    with contextlib.suppress(fleetctl.FleetControlError):
+        fleetctl.state_of(directory)
+        print(f"mcr-envtest: a fleet is already running in {directory}", file=sys.stderr)
+        return 1
     fleet = Fleet(
-        args.clusters, kubeconfig_dir=Path(args.dir), state_dir=args.state_dir, history_size=args.history_size
+        args.clusters, kubeconfig_dir=directory, state_dir=args.state_dir, history_size=args.history_size
     )
-    await fleet.start()
-    try:
-        for srv, path in zip(fleet.servers, fleet.kubeconfig_paths, strict=True):
-            print(f"{srv.name}: {srv.url} kubeconfig: {path}", flush=True)
-        await _wait_for_signal()
-    finally:
-        await fleet.stop()
+    await fleetctl.run(fleet, directory, announce=lambda line: print(line, flush=True))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mcr-envtest`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
-    run = _serve if args.command == "serve" else _fleet_up
+    if args.command == "serve":
+        run = _serve
+    elif args.fleet_command == "up":
+        run = _fleet_up
+    else:
+        run = _fleet_control
     with contextlib.suppress(KeyboardInterrupt):
         return asyncio.run(run(args))
     return 130

@@ -9,11 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from .resources import ResourceInfo
 
-__all__ = ["StatusError", "status_object"]
+__all__ = ["StatusError", "encode_status", "status_object"]
 
 Cause = dict[str, str]
+
+
+def _cause(c: dict[str, Any]) -> dict[str, Any]:
+    """A StatusCause as upstream serializes it: ``reason`` (the cause type), ``message``, ``field``,
+    each omitted when empty."""
+    out: dict[str, Any] = {}
+    reason = c.get("reason") or c.get("type")
+    for key, value in (("reason", reason), ("message", c.get("message")), ("field", c.get("field"))):
+        if value:
+            out[key] = value
+    return out
+
+
+_DETAIL_KEYS = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
 
 
 def status_object(
@@ -24,19 +40,45 @@ def status_object(
     details: dict[str, Any] | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A failure ``Status`` dict."""
+    """A failure ``Status`` dict with upstream's key order: kind, apiVersion, metadata, status,
+    message, reason, details (name, group, kind, uid, causes, retryAfterSeconds), code; empty
+    values are omitted as Go's ``omitempty`` does."""
     out: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": metadata or {},
         "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
     }
+    if message:
+        out["message"] = message
+    if reason:
+        out["reason"] = reason
     if details:
-        out["details"] = details
+        d: dict[str, Any] = {}
+        for key in _DETAIL_KEYS:
+            value = details.get(key)
+            if key == "causes" and value:
+                d["causes"] = [_cause(c) for c in value]
+            elif value:
+                d[key] = value
+        if d:
+            out["details"] = d
+    if code:
+        out["code"] = code
     return out
+
+
+_GO_ESCAPES = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"))
+
+
+def encode_status(status: dict[str, Any], *, newline: bool = True) -> bytes:
+    """A Status as kube-apiserver's JSON encoder writes it: compact, ``<``, ``>`` and ``&``
+    escaped as ``\\u003c``, ``\\u003e``, ``\\u0026``, and a trailing newline."""
+    body = orjson.dumps(status)
+    for raw, escaped in _GO_ESCAPES:
+        if raw in body:
+            body = body.replace(raw, escaped)
+    return body + b"\n" if newline else body
 
 
 class StatusError(Exception):
@@ -156,3 +198,17 @@ def unsupported_media_type(content_type: str, accepted: list[str]) -> StatusErro
         if content_type
         else None,
     )
+
+
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
+
+
+def request_entity_too_large(limit: int = MAX_REQUEST_BODY_BYTES) -> StatusError:
+    """413 for a write whose body exceeds kube-apiserver's request body limit (3 MiB)."""
+    return StatusError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
+
+
+def storage_too_large() -> StatusError:
+    """What kube-apiserver answers when etcd refuses an object as too large: a 500 without a
+    reason, carrying etcd's own message."""
+    return StatusError(500, "", "etcdserver: request is too large")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Faults", "LoggedRequest"]
+__all__ = ["Faults", "LoggedRequest", "WatchFault"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,24 @@ class LoggedRequest:
     status: int
     user: str
     time: float
+
+
+@dataclass(frozen=True)
+class WatchFault:
+    """What one watch stream does once it has sent ``after`` events: ``"cut"`` (a clean end of
+    stream), ``"error"`` (an in-stream ERROR event carrying a Status with ``status``, then the
+    end), ``"malformed"`` (a line that is not JSON, then the end) or ``"reset"`` (the TCP
+    connection is dropped without a clean end)."""
+
+    kind: str
+    after: int
+    status: int = 500
+
+
+@dataclass
+class _WatchFaultSpec:
+    fault: WatchFault
+    remaining: int | None  # None: every new watch
 
 
 @dataclass
@@ -56,6 +74,7 @@ class Faults:
         self._close_watches: Callable[[], int] | None = None
         self._compact: Callable[[], None] | None = None
         self.stall_event_count = 0
+        self._watch_faults: list[_WatchFaultSpec] = []
 
     # wiring (server side)
     def _bind(
@@ -143,6 +162,8 @@ class Faults:
         self.latency_seconds = 0.0
         self.max_watch_seconds = None
         self.close_watches_after_events = None
+        with self._lock:
+            self._watch_faults.clear()
 
     def stall_watches(self, seconds: float | None = None) -> None:
         """Stop writing to watch streams without closing them (half-open TCP as seen by clients):
@@ -174,8 +195,45 @@ class Faults:
         self.max_watch_seconds = seconds
 
     def cut_watches_after(self, events: int | None) -> None:
-        """Close each new watch stream after it sent ``events`` events (None: never)."""
+        """Close each new watch stream cleanly after it sent ``events`` events (None: never).
+
+        A cut stream ends without a closing bookmark, so a client resuming from the last
+        resourceVersion it saw loses nothing."""
         self.close_watches_after_events = events
+
+    def _add_watch_fault(self, fault: WatchFault, count: int | None) -> None:
+        with self._lock:
+            self._watch_faults.append(_WatchFaultSpec(fault, count))
+
+    def error_watches(self, after: int = 0, *, status: int = 500, count: int | None = 1) -> None:
+        """The next ``count`` new watches (None: every one) send an in-stream ERROR event, a Status
+        with code ``status`` (410 gives upstream's Expired), after ``after`` events, then end."""
+        self._add_watch_fault(WatchFault("error", after, status), count)
+
+    def malform_watches(self, after: int = 0, *, count: int | None = 1) -> None:
+        """The next ``count`` new watches (None: every one) write a line that is not valid JSON
+        after ``after`` events, then end."""
+        self._add_watch_fault(WatchFault("malformed", after), count)
+
+    def reset_watches_after(self, after: int = 0, *, count: int | None = 1) -> None:
+        """The next ``count`` new watches (None: every one) lose their connection (dropped without
+        a clean end of stream) after ``after`` events."""
+        self._add_watch_fault(WatchFault("reset", after), count)
+
+    def take_watch_fault(self) -> WatchFault | None:
+        """Server side: the fault a new watch stream carries (consumes one), else the
+        ``cut_watches_after`` setting as a ``"cut"`` fault, else None."""
+        if self._watch_faults:
+            with self._lock:
+                if self._watch_faults:
+                    spec = self._watch_faults[0]
+                    if spec.remaining is not None:
+                        spec.remaining -= 1
+                        if spec.remaining <= 0:
+                            self._watch_faults.pop(0)
+                    return spec.fault
+        cut = self.close_watches_after_events
+        return WatchFault("cut", cut) if cut is not None else None
 
     def requests(self, method: str | None = None, path_contains: str | None = None) -> list[LoggedRequest]:
         """Logged requests, optionally filtered."""

@@ -14,9 +14,10 @@ import logging
 from typing import Any
 
 from . import errors
-from .handlers_write import CRD_FINALIZER, Writer, deep_copy
+from .handlers_write import CRD_FINALIZER, Writer
 from .resources import ResourceInfo
 from .store import Event
+from .write_rules import deep_copy
 
 __all__ = ["Collector"]
 

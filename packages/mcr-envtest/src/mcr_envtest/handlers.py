@@ -21,6 +21,7 @@ from aiohttp import web
 from . import discovery, errors, openapi
 from .auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
 from .faults import Faults, LoggedRequest
+from .impersonation import impersonate
 from .resources import Registry, ResourceInfo
 
 if TYPE_CHECKING:
@@ -31,20 +32,25 @@ __all__ = ["Api", "Ctx", "json_response"]
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 3 * 1024 * 1024
+MAX_BODY = errors.MAX_REQUEST_BODY_BYTES
 JSON = "application/json"
 NON_RESOURCE_PUBLIC = ("/healthz", "/livez", "/readyz", "/version")
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    """A JSON response (``obj`` may be pre-encoded bytes)."""
-    body = obj if isinstance(obj, bytes) else orjson.dumps(obj)
+    """A JSON response (``obj`` may be pre-encoded bytes), newline-terminated as upstream's
+    encoder writes every body."""
+    body = obj if isinstance(obj, bytes) else orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
+    if not body.endswith(b"\n"):
+        body += b"\n"
     return web.Response(body=body, status=status, content_type=JSON, headers=headers)
 
 
 def status_response(exc: errors.StatusError) -> web.Response:
-    headers = dict(exc.headers)
-    return json_response(exc.status, exc.code, headers)
+    """The Status of ``exc`` encoded byte for byte as kube-apiserver does."""
+    return web.Response(
+        body=errors.encode_status(exc.status), status=exc.code, content_type=JSON, headers=dict(exc.headers)
+    )
 
 
 @dataclass
@@ -135,9 +141,10 @@ class Api:
     # ------------------------------------------------------------------ entry
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         user_name = ""
+        who: list[str] = []
         status = 500
         try:
-            resp, user_name = await self._dispatch(request)
+            resp, user_name = await self._dispatch(request, who)
             status = resp.status
             return resp
         except errors.StatusError as exc:
@@ -145,11 +152,7 @@ class Api:
             return status_response(exc)
         except web.HTTPRequestEntityTooLarge:
             status = 413
-            return status_response(
-                errors.StatusError(
-                    413, "RequestEntityTooLarge", "the request body is too large (limit 3 MiB)"
-                )
-            )
+            return status_response(errors.request_entity_too_large())
         except (ConnectionResetError, asyncio.CancelledError):
             status = 499
             raise
@@ -162,11 +165,16 @@ class Api:
         finally:
             self.faults.request_log.append(
                 LoggedRequest(
-                    request.method, request.path, request.query_string, status, user_name, time.time()
+                    request.method,
+                    request.path,
+                    request.query_string,
+                    status,
+                    user_name or (who[-1] if who else ""),
+                    time.time(),
                 )
             )
 
-    async def _dispatch(self, request: web.Request) -> tuple[web.StreamResponse, str]:
+    async def _dispatch(self, request: web.Request, who: list[str]) -> tuple[web.StreamResponse, str]:
         faults = self.faults
         if faults.latency_seconds:
             await asyncio.sleep(faults.latency_seconds)
@@ -180,7 +188,8 @@ class Api:
         path = request.path
         if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
             return web.Response(text="ok", content_type="text/plain"), ""
-        user = self._authenticate(request, path)
+        user = impersonate(request.headers, self._authenticate(request, path), self.authorizer)
+        who.append(user.name)  # logged even when the request then fails
         segs = [s for s in path.split("/") if s]
         if not segs or segs[0] not in ("api", "apis"):
             return await self._non_resource(request, segs, user), user.name
@@ -188,9 +197,11 @@ class Api:
         if ctx is None:
             return await self._non_resource(request, segs, user), user.name
         self._authorize(ctx)
-        from . import handlers_read, handlers_resource
+        from . import handlers_read, handlers_resource, handlers_watch
 
-        if ctx.verb in ("get", "list", "watch") and not ctx.subresource:
+        if ctx.verb == "watch" and not ctx.subresource:
+            resp = await handlers_watch.handle(self, ctx)
+        elif ctx.verb in ("get", "list") and not ctx.subresource:
             resp = await handlers_read.handle(self, ctx)
         else:
             resp = await handlers_resource.handle(self, ctx)

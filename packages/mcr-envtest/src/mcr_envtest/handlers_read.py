@@ -1,11 +1,10 @@
-"""Read verbs: get, list (pagination, resourceVersion semantics) and watch (history, bookmarks,
-initial events, selector transitions, faults)."""
+"""Read verbs: get and list (pagination, resourceVersion semantics), and the helpers the watch
+handler shares (representations, selectors, resourceVersion parsing)."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-import random
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -15,14 +14,14 @@ import yaml
 from aiohttp import web
 
 from . import errors, table
-from .handlers import JSON, Ctx, json_response
+from .handlers import Ctx, json_response
 from .selectors import Selector, parse_field_selector, parse_label_selector
-from .store import Event, ListSnapshot, decode_continue, encode_continue
+from .store import ListSnapshot, decode_continue, encode_continue
 
 if TYPE_CHECKING:
     from .handlers import Api
 
-__all__ = ["handle", "render_object"]
+__all__ = ["handle", "parse_rv", "render_object", "request_selector"]
 
 
 def _convert(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
@@ -78,14 +77,13 @@ def _include(ctx: Ctx) -> str:
 
 
 async def handle(api: Api, ctx: Ctx) -> web.StreamResponse:
+    """Answer a get or list (watches are :mod:`.handlers_watch`'s)."""
     if ctx.verb == "get":
         return await _get(api, ctx)
-    if ctx.verb == "list":
-        return await _list(api, ctx)
-    return await _watch(api, ctx)
+    return await _list(api, ctx)
 
 
-def _parse_rv(value: str, what: str = "resourceVersion") -> int:
+def parse_rv(value: str, what: str = "resourceVersion") -> int:
     try:
         n = int(value)
         if n < 0:
@@ -124,7 +122,7 @@ async def _wait_for_rv(api: Api, rv: int) -> None:
 async def _get(api: Api, ctx: Ctx) -> web.StreamResponse:
     rv = ctx.query.get("resourceVersion", "")
     if rv and rv != "0":
-        await _wait_for_rv(api, _parse_rv(rv))
+        await _wait_for_rv(api, parse_rv(rv))
     info = ctx.info
     raw = api.store.get_raw(info.group, info.plural, ctx.namespace, ctx.name)
     obj = api.store.get(info.group, info.plural, ctx.namespace, ctx.name)
@@ -133,7 +131,7 @@ async def _get(api: Api, ctx: Ctx) -> web.StreamResponse:
     return render_object(ctx, obj, raw=raw)
 
 
-def _selector(ctx: Ctx) -> Selector:
+def request_selector(ctx: Ctx) -> Selector:
     q = ctx.query
     fields = parse_field_selector(q.get("fieldSelector"), ctx.info)
     if ctx.name:  # a watch on one object (the legacy /watch/.../<name> path)
@@ -237,7 +235,7 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
             limit = max(0, int(q["limit"]))
         except ValueError:
             raise errors.bad_request(f'limit: Invalid value: "{q["limit"]}"') from None
-    sel = _selector(ctx)
+    sel = request_selector(ctx)
     ns = ctx.namespace or None
     # the list result is cached per (RV, resource, namespace, selector) so continue pages are cheap
     cache_key = (
@@ -266,14 +264,14 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
                 ) from None
         start_i = bisect.bisect_right(snap.keys, (ns_s, name_s))
     elif rv and rvm == "Exact":
-        list_rv = _parse_rv(rv)
+        list_rv = parse_rv(rv)
         await _wait_for_rv(api, list_rv)
         snap = store.list_snapshot_get(list_rv, cache_key)
         if snap is None:
             snap = _match(store.entries_at(info.group, info.plural, ns, list_rv), sel)
     else:
         if rv and rv != "0":
-            await _wait_for_rv(api, _parse_rv(rv))
+            await _wait_for_rv(api, parse_rv(rv))
         list_rv = store.rv
         snap = store.list_snapshot_get(list_rv, cache_key)
         if snap is None:
@@ -330,270 +328,6 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
         + orjson.dumps(meta_out)
         + b',"items":['
         + b",".join(parts)
-        + b"]}"
+        + b"]}\n"
     )
     return json_response(body)
-
-
-# ---------------------------------------------------------------------- watch
-def _bool(v: str | None) -> bool:
-    return (v or "").lower() in ("1", "true")
-
-
-def _event_line(etype: str, obj_bytes: bytes) -> bytes:
-    return b'{"type":"' + etype.encode() + b'","object":' + obj_bytes + b"}\n"
-
-
-class _Renderer:
-    """Encodes watch events in the negotiated representation."""
-
-    def __init__(self, ctx: Ctx) -> None:
-        self.ctx = ctx
-        self.first = True
-        self.plain = ctx.output == "json" and not _needs_convert(ctx)
-        self.include = _include(ctx) if ctx.output == "table" else "Metadata"
-
-    def obj(self, etype: str, obj: dict[str, Any], raw: bytes | None = None) -> bytes:
-        ctx = self.ctx
-        if self.plain and raw is not None:
-            return _event_line(etype, raw)
-        if ctx.output == "table":
-            out = table.table_event_object(
-                ctx.info, _convert(ctx, obj), include_object=self.include, first=self.first
-            )
-            self.first = False
-        elif ctx.output == "pom":
-            out = _pom(obj)
-        else:
-            out = _convert(ctx, obj)
-        return _event_line(etype, orjson.dumps(out))
-
-    def event(self, ev: Event) -> bytes:
-        if self.plain:
-            return ev.line()
-        return self.obj(ev.type, ev.obj)
-
-    def bookmark(self, rv: int, *, initial_end: bool = False) -> bytes:
-        meta: dict[str, Any] = {"resourceVersion": str(rv)}
-        if initial_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        info = self.ctx.info
-        return _event_line(
-            "BOOKMARK", orjson.dumps({"kind": info.kind, "apiVersion": info.api_version, "metadata": meta})
-        )
-
-
-def _transition(ev: Event, sel: Selector, r: _Renderer) -> bytes | None:
-    """The line this event yields for a selecting watcher (ADDED/DELETED on selector transitions)."""
-    if sel.trivial:
-        return r.event(ev)
-    if ev.type == "ADDED":
-        return r.event(ev) if sel.matches(ev.obj) else None
-    if ev.type == "DELETED":
-        return r.event(ev) if ev.prev is not None and sel.matches(ev.prev) else None
-    new_ok = sel.matches(ev.obj)
-    old_ok = ev.prev is not None and sel.matches(ev.prev)
-    if new_ok and old_ok:
-        return r.event(ev)
-    if new_ok:
-        return r.obj("ADDED", ev.obj, ev.raw)
-    if old_ok and ev.prev is not None:
-        last = dict(ev.prev)
-        last["metadata"] = dict(ev.prev["metadata"], resourceVersion=str(ev.rv))
-        return r.obj("DELETED", last)
-    return None
-
-
-async def _watch(api: Api, ctx: Ctx) -> web.StreamResponse:
-    q = ctx.query
-    info = ctx.info
-    store = api.store
-    faults = api.faults
-    rv = q.get("resourceVersion", "")
-    rvm = q.get("resourceVersionMatch", "")
-    send_initial = q.get("sendInitialEvents")
-    bookmarks = _bool(q.get("allowWatchBookmarks"))
-    if send_initial is not None and send_initial != "":
-        si = _bool(send_initial)
-        if rvm != "NotOlderThan":
-            raise errors.invalid(
-                info,
-                "",
-                [
-                    {
-                        "type": "FieldValueInvalid",
-                        "field": "resourceVersionMatch",
-                        "message": 'Invalid value: "' + rvm + '": sendInitialEvents requires '
-                        "setting resourceVersionMatch to NotOlderThan",
-                    }
-                ],
-            )
-        if not bookmarks and si:
-            raise errors.invalid(
-                info,
-                "",
-                [
-                    {
-                        "type": "FieldValueForbidden",
-                        "field": "allowWatchBookmarks",
-                        "message": "Forbidden: allowWatchBookmarks required when sendInitialEvents is true",
-                    }
-                ],
-            )
-    else:
-        si = False
-        if rvm:
-            raise errors.invalid(
-                info,
-                "",
-                [
-                    {
-                        "type": "FieldValueForbidden",
-                        "field": "resourceVersionMatch",
-                        "message": "Forbidden: resourceVersionMatch is forbidden for watch "
-                        "unless sendInitialEvents is provided",
-                    }
-                ],
-            )
-    timeout: float
-    if q.get("timeoutSeconds"):
-        try:
-            timeout = float(int(q["timeoutSeconds"]))
-        except ValueError:
-            raise errors.bad_request(f'timeoutSeconds: Invalid value: "{q["timeoutSeconds"]}"') from None
-    else:
-        timeout = random.uniform(*api.watch_timeout)
-    if faults.max_watch_seconds is not None:
-        timeout = min(timeout, faults.max_watch_seconds)
-    sel = _selector(ctx)
-    renderer = _Renderer(ctx)
-    ns = ctx.namespace
-    # Subscribe and snapshot in one synchronous step: nothing can be committed in between.
-    initial: list[bytes] = []
-    expired: errors.StatusError | None = None
-    watcher = None
-    backlog: list[Event] = []
-    if si or rv in ("", "0"):
-        watcher, _ = store.watch(info.group, info.plural, None)
-        for obj, raw in store.list_entries(info.group, info.plural, ns or None):
-            if sel.trivial or sel.matches(obj):
-                initial.append(renderer.obj("ADDED", obj, raw))
-        snapshot_rv = store.rv
-        if si:
-            initial.append(renderer.bookmark(snapshot_rv, initial_end=True))
-    else:
-        since = _parse_rv(rv)
-        try:
-            watcher, backlog = store.watch(info.group, info.plural, since)
-        except errors.StatusError as exc:
-            expired = exc
-        snapshot_rv = store.rv
-    resp = web.StreamResponse(
-        status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"}
-    )
-    resp.enable_chunked_encoding()
-    try:
-        await resp.prepare(ctx.request)
-        if expired is not None:
-            await resp.write(_event_line("ERROR", orjson.dumps(expired.status)))
-            await resp.write_eof()
-            return resp
-        assert watcher is not None
-        api.active_streams.add(resp)
-        await _stream(
-            api, ctx, resp, watcher, renderer, sel, ns, initial, backlog, timeout, bookmarks, snapshot_rv
-        )
-    except (ConnectionResetError, ConnectionError):
-        pass
-    finally:
-        api.active_streams.discard(resp)
-        if watcher is not None:
-            watcher.close()
-    return resp
-
-
-async def _wait_unstalled(
-    faults: Any, watcher: Any, loop: asyncio.AbstractEventLoop, deadline: float
-) -> None:
-    """While the stall fault is on, write nothing (the connection stays open)."""
-    while faults.stalled() and not watcher.closed and loop.time() < deadline:  # noqa: ASYNC110 - polls a thread-set flag
-        await asyncio.sleep(0.05)
-
-
-async def _stream(
-    api: Api,
-    ctx: Ctx,
-    resp: web.StreamResponse,
-    watcher: Any,
-    r: _Renderer,
-    sel: Selector,
-    ns: str,
-    initial: list[bytes],
-    backlog: list[Event],
-    timeout: float,
-    bookmarks: bool,
-    last_rv: int,
-) -> None:
-    faults = api.faults
-    store = api.store
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    next_bookmark = loop.time() + api.bookmark_interval
-    cut_after = faults.close_watches_after_events
-    sent = 0
-    transport = ctx.request.transport
-    pending: list[bytes] = list(initial)
-    sent += len(initial)
-    for ev in backlog:
-        if ns and ev.namespace != ns:
-            continue
-        line = _transition(ev, sel, r)
-        if line is not None:
-            pending.append(line)
-            sent += 1
-        last_rv = ev.rv
-    if cut_after is not None:
-        pending = pending[:cut_after]
-        sent = len(pending)
-    if pending:
-        await _wait_unstalled(faults, watcher, loop, deadline)
-        await resp.write(b"".join(pending))
-    while True:
-        if cut_after is not None and sent >= cut_after:
-            break
-        now = loop.time()
-        if now >= deadline:
-            break
-        wait = min(deadline - now, 1.0)
-        if bookmarks:
-            wait = max(0.0, min(wait, next_bookmark - now))
-        batch = await watcher.next_batch(wait)
-        await _wait_unstalled(faults, watcher, loop, deadline)
-        if batch:
-            lines = []
-            for ev in batch:
-                last_rv = ev.rv
-                if ns and ev.namespace != ns:
-                    continue
-                line = _transition(ev, sel, r)
-                if line is not None:
-                    lines.append(line)
-                    sent += 1
-                    if cut_after is not None and sent >= cut_after:
-                        break
-            if lines:
-                await resp.write(b"".join(lines))
-        elif watcher.closed:
-            break
-        if transport is None or transport.is_closing():
-            return
-        if bookmarks and loop.time() >= next_bookmark:
-            if not watcher.pending:
-                last_rv = max(last_rv, store.rv)
-            await resp.write(r.bookmark(last_rv))
-            next_bookmark = loop.time() + api.bookmark_interval
-    if watcher.closed and watcher.overflowed:
-        return
-    if bookmarks and not watcher.closed and not watcher.pending:
-        await resp.write(r.bookmark(max(last_rv, store.rv)))
-    await resp.write_eof()

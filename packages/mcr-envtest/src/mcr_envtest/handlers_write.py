@@ -9,86 +9,22 @@ completely or raises :class:`~mcr_envtest.errors.StatusError` before touching th
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from . import apply as applymod
-from . import errors, validation
+from . import defaults, errors, validation
 from .resources import Registry, ResourceInfo, crd_resource_infos
 from .store import Store
+from .write_rules import content, deep_copy, now_rfc3339, ownership, strip_volatile, type_causes
 
-__all__ = ["IMMORTAL_NAMESPACES", "Writer", "now_rfc3339"]
+__all__ = ["CRD_FINALIZER", "IMMORTAL_NAMESPACES", "Writer"]
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 NS = ("", "namespaces")
-
-
-def now_rfc3339() -> str:
-    """The current time as upstream's RFC 3339 seconds timestamp."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def deep_copy(obj: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of a JSON object (orjson round trip: fast and exact for JSON data)."""
-    out: dict[str, Any] = orjson.loads(orjson.dumps(obj))
-    return out
-
-
-def _strip_volatile(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = dict(obj.get("metadata") or {})
-    meta.pop("resourceVersion", None)
-    meta.pop("managedFields", None)
-    out = dict(obj)
-    out["metadata"] = meta
-    return out
-
-
-def _content(obj: dict[str, Any], *, with_status: bool) -> dict[str, Any]:
-    drop = {"metadata", "kind", "apiVersion"} if with_status else {"metadata", "status", "kind", "apiVersion"}
-    return {k: v for k, v in obj.items() if k not in drop}
-
-
-def _type_causes(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """Causes for metadata fields whose JSON type the server's own logic relies on."""
-    meta = obj.get("metadata") or {}
-    causes: list[dict[str, Any]] = []
-
-    def bad(field: str, want: str) -> None:
-        causes.append(
-            {
-                "type": "FieldValueInvalid",
-                "field": field,
-                "message": f"Invalid value: {meta.get(field.split('.', 1)[1])!r}: must be {want}",
-            }
-        )
-
-    for key in ("name", "generateName", "namespace", "resourceVersion", "uid"):
-        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
-            bad(f"metadata.{key}", "a string")
-    fins = meta.get("finalizers")
-    if fins is not None and not (isinstance(fins, list) and all(isinstance(f, str) for f in fins)):
-        bad("metadata.finalizers", "a list of strings")
-    refs = meta.get("ownerReferences")
-    if refs is not None and not (
-        isinstance(refs, list)
-        and all(isinstance(r, dict) and isinstance(r.get("uid", ""), str) for r in refs)
-    ):
-        bad("metadata.ownerReferences", "a list of owner references")
-    for key in ("labels", "annotations"):
-        v = meta.get(key)
-        if v is not None and not (isinstance(v, dict) and all(isinstance(x, str) for x in v.values())):
-            bad(f"metadata.{key}", "a map of strings")
-    if obj.get("spec") is not None and not isinstance(obj["spec"], dict):
-        causes.append(
-            {"type": "FieldValueInvalid", "field": "spec", "message": "Invalid value: must be an object"}
-        )
-    return causes
 
 
 class Writer:
@@ -192,7 +128,7 @@ class Writer:
         else:
             meta.pop("namespace", None)
             namespace = ""
-        causes = _type_causes(obj)
+        causes = type_causes(obj)
         if causes:
             raise errors.invalid(info, str(meta.get("name") or ""), causes)
         if obj.get("spec", {}) is None:
@@ -234,7 +170,8 @@ class Writer:
             "customresourcedefinitions",
         ):
             obj.pop("status", None)
-        self._default(info, obj)
+        obj = defaults.apply(info, obj, None, now)
+        meta = obj["metadata"]
         if not from_apply:
             mf = meta.get("managedFields")
             if mf == [{}]:
@@ -258,83 +195,6 @@ class Writer:
         if sa_info is None or self.store.get("", "serviceaccounts", namespace, "default") is not None:
             return
         self.create(sa_info, {"metadata": {"name": "default", "namespace": namespace}}, namespace)
-
-    def _default(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
-        gr = info.group_resource
-        if gr == NS:
-            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-            obj["status"] = {"phase": "Active"}
-        elif gr == ("", "services"):
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("type", "ClusterIP")
-            spec.setdefault("sessionAffinity", "None")
-            if spec["type"] != "ExternalName":
-                spec.setdefault("clusterIP", f"10.96.{random.randint(0, 255)}.{random.randint(1, 254)}")
-                spec.setdefault("clusterIPs", [spec["clusterIP"]])
-            for p in spec.get("ports") or []:
-                if isinstance(p, dict):
-                    p.setdefault("protocol", "TCP")
-                    if "port" in p:
-                        p.setdefault("targetPort", p["port"])
-            obj.setdefault("status", {"loadBalancer": {}})
-        elif gr == ("", "pods"):
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("schedulerName", "default-scheduler")
-            spec.setdefault("serviceAccountName", "default")
-            obj.setdefault("status", {})
-            obj["status"].setdefault("phase", "Pending")
-            obj["status"].setdefault("qosClass", "BestEffort")
-        elif gr == ("apps", "deployments"):
-            spec = obj.setdefault("spec", {})
-            spec.setdefault("replicas", 1)
-            spec.setdefault("revisionHistoryLimit", 10)
-            spec.setdefault("progressDeadlineSeconds", 600)
-            spec.setdefault(
-                "strategy",
-                {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
-            )
-        elif gr in (("apps", "replicasets"), ("apps", "statefulsets"), ("", "replicationcontrollers")):
-            obj.setdefault("spec", {}).setdefault("replicas", 1)
-        elif gr == ("", "secrets"):
-            obj.setdefault("type", "Opaque")
-        elif gr == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            self._crd_status(obj)
-
-    @staticmethod
-    def _crd_status(obj: dict[str, Any]) -> None:
-        spec = obj.get("spec") or {}
-        now = now_rfc3339()
-        names = dict(spec.get("names") or {})
-        if names.get("kind") and not names.get("listKind"):
-            names["listKind"] = names["kind"] + "List"
-        if names.get("kind") and not names.get("singular"):
-            names["singular"] = str(names["kind"]).lower()
-        stored = [v.get("name") for v in spec.get("versions") or [] if v.get("storage")]
-        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
-        old_stored = [s for s in (status or {}).get("storedVersions") or [] if s not in stored]
-        obj["status"] = {
-            "acceptedNames": names,
-            "conditions": [
-                {
-                    "type": "NamesAccepted",
-                    "status": "True",
-                    "lastTransitionTime": now,
-                    "reason": "NoConflicts",
-                    "message": "no conflicts found",
-                },
-                {
-                    "type": "Established",
-                    "status": "True",
-                    "lastTransitionTime": now,
-                    "reason": "InitialNamesAccepted",
-                    "message": "the initial names have been accepted",
-                },
-            ],
-            "storedVersions": old_stored + stored,
-        }
 
     # ------------------------------------------------------------------ update
     def update(
@@ -373,7 +233,7 @@ class Writer:
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
-        causes = _type_causes(body)
+        causes = type_causes(body)
         if causes:
             raise errors.invalid(info, name, causes)
         old_meta = old["metadata"]
@@ -427,11 +287,9 @@ class Writer:
                     meta[k] = old_meta[k]
                 else:
                     meta.pop(k, None)
-            if not managed:
-                if meta.get("managedFields") == [{}]:
-                    meta.pop("managedFields")
-                elif "managedFields" not in meta and "managedFields" in old_meta:
-                    meta["managedFields"] = old_meta["managedFields"]
+            # ``[{}]`` stays for record_update, which clears the tracking
+            if not managed and "managedFields" not in meta and "managedFields" in old_meta:
+                meta["managedFields"] = old_meta["managedFields"]
             if info.status_subresource:
                 if "status" in old:
                     new["status"] = old["status"]
@@ -456,15 +314,16 @@ class Writer:
                 new["spec"] = old.get("spec", {}) if "spec" not in new else new["spec"]
             if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
                 new["status"] = old.get("status", {})
-                self._crd_status(new)
+        if subresource != "status" or info.is_custom:
+            new = defaults.apply(info, new, old, now_rfc3339())
         new_meta = new["metadata"]
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
         # generation: bumps when content outside metadata (and status, with a status subresource) changes
         if "generation" in old_meta:
             with_status = not info.status_subresource
-            if _content(new, with_status=with_status) != _content(old, with_status=with_status):
+            if content(new, with_status=with_status) != content(old, with_status=with_status):
                 new_meta["generation"] = int(old_meta["generation"]) + 1
-        if _strip_volatile(new) == _strip_volatile(old):
+        if strip_volatile(new) == strip_volatile(old) and ownership(new) == ownership(old):
             return old
         now = now_rfc3339()
         if not managed:

@@ -105,17 +105,28 @@ def _b(
 
 ALL = ("all",)
 
+EXT = ("api-extensions",)
+STATUS = ("status",)
+
+
+def _review(group: str, kind: str, plural: str) -> ResourceInfo:
+    return _b(group, "v1", kind, plural, namespaced=False, verbs=CREATE_ONLY)
+
+
+# Groups in kube-apiserver's discovery priority order.
 BUILTINS: tuple[ResourceInfo, ...] = (
     _b("", "v1", "Namespace", "namespaces", namespaced=False, short=("ns",), sub=("status", "finalize")),
     _b("", "v1", "ConfigMap", "configmaps", short=("cm",)),
     _b("", "v1", "Secret", "secrets"),
     _b("", "v1", "ServiceAccount", "serviceaccounts", short=("sa",), sub=("token",)),
     _b("", "v1", "Event", "events", short=("ev",), model="CoreV1Event"),
-    _b("", "v1", "Service", "services", short=("svc",), categories=ALL, sub=("status",)),
-    _b("", "v1", "Pod", "pods", short=("po",), categories=ALL, sub=("status",)),
-    _b("", "v1", "Node", "nodes", namespaced=False, short=("no",), sub=("status",)),
+    _b("", "v1", "Service", "services", short=("svc",), categories=ALL, sub=STATUS),
+    _b("", "v1", "Pod", "pods", short=("po",), categories=ALL, sub=STATUS),
+    _b("", "v1", "Node", "nodes", namespaced=False, short=("no",), sub=STATUS),
     _b("", "v1", "Endpoints", "endpoints", short=("ep",)),
-    _b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=("status",)),
+    _b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=STATUS),
+    _b("", "v1", "PersistentVolume", "persistentvolumes", namespaced=False, short=("pv",), sub=STATUS),
+    _b("", "v1", "ResourceQuota", "resourcequotas", short=("quota",), sub=STATUS),
     _b(
         "",
         "v1",
@@ -125,34 +136,58 @@ BUILTINS: tuple[ResourceInfo, ...] = (
         categories=ALL,
         sub=("status", "scale"),
     ),
+    _b(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        namespaced=False,
+        categories=EXT,
+        sub=STATUS,
+    ),
     _b("apps", "v1", "Deployment", "deployments", short=("deploy",), categories=ALL, sub=("status", "scale")),
     _b("apps", "v1", "ReplicaSet", "replicasets", short=("rs",), categories=ALL, sub=("status", "scale")),
     _b("apps", "v1", "StatefulSet", "statefulsets", short=("sts",), categories=ALL, sub=("status", "scale")),
-    _b("apps", "v1", "DaemonSet", "daemonsets", short=("ds",), categories=ALL, sub=("status",)),
+    _b("apps", "v1", "DaemonSet", "daemonsets", short=("ds",), categories=ALL, sub=STATUS),
     _b("events.k8s.io", "v1", "Event", "events", short=("ev",), model="EventsV1Event"),
+    _review("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews"),
+    _review("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews"),
+    _review("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews"),
     _b(
-        "authentication.k8s.io",
-        "v1",
-        "SelfSubjectReview",
-        "selfsubjectreviews",
-        namespaced=False,
-        verbs=CREATE_ONLY,
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        short=("hpa",),
+        categories=ALL,
+        sub=STATUS,
+        model="V2HorizontalPodAutoscaler",
     ),
-    _b(
-        "authorization.k8s.io",
-        "v1",
-        "SelfSubjectAccessReview",
-        "selfsubjectaccessreviews",
-        namespaced=False,
-        verbs=CREATE_ONLY,
-    ),
-    _b("batch", "v1", "Job", "jobs", categories=ALL, sub=("status",)),
-    _b("batch", "v1", "CronJob", "cronjobs", short=("cj",), categories=ALL, sub=("status",)),
-    _b("coordination.k8s.io", "v1", "Lease", "leases"),
+    _b("batch", "v1", "Job", "jobs", categories=ALL, sub=STATUS),
+    _b("batch", "v1", "CronJob", "cronjobs", short=("cj",), categories=ALL, sub=STATUS),
+    _b("networking.k8s.io", "v1", "Ingress", "ingresses", short=("ing",), sub=STATUS),
+    _b("networking.k8s.io", "v1", "IngressClass", "ingressclasses", namespaced=False),
+    _b("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short=("pdb",), sub=STATUS),
     _b("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
     _b("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False),
     _b("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
     _b("rbac.authorization.k8s.io", "v1", "Role", "roles"),
+    _b(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        namespaced=False,
+        categories=EXT,
+    ),
+    _b(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        namespaced=False,
+        categories=EXT,
+    ),
     _b(
         "apiextensions.k8s.io",
         "v1",
@@ -160,9 +195,12 @@ BUILTINS: tuple[ResourceInfo, ...] = (
         "customresourcedefinitions",
         namespaced=False,
         short=("crd", "crds"),
-        categories=("api-extensions",),
-        sub=("status",),
+        categories=EXT,
+        sub=STATUS,
     ),
+    _b("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False, short=("pc",)),
+    _b("coordination.k8s.io", "v1", "Lease", "leases"),
+    _b("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
 )
 
 

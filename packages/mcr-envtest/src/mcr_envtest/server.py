@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import os
 import secrets
+import shutil
 import ssl
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
@@ -22,7 +24,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from . import certs, kubeconfig, persist
+from . import bootstrap, certs, kubeconfig, persist
 from .auth import Authenticator, Authorizer, UserInfo
 from .external import ExternalControlPlane, assets_dir
 from .faults import Faults
@@ -87,18 +89,17 @@ class Server:
         self._runner: web.AppRunner | None = None
         self._api: Api | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
+        # The server's own files (CA, kubeconfig; the serving key only while the TLS context is
+        # built) live in a private directory that exists while the server runs: stop() removes
+        # it, start() makes it again at the same path. A finalizer removes it should the server
+        # be dropped without stop().
         self._tmp = Path(tempfile.mkdtemp(prefix="mcr-envtest-"))
+        self._tmp_cleanup = weakref.finalize(self, shutil.rmtree, self._tmp, ignore_errors=True)
         self._ca = certs.process_ca()
         self._serving = self._ca.serving(tuple(dict.fromkeys((host, "127.0.0.1", "::1", "localhost"))))
         self.ca_file = str(self._tmp / "ca.crt")
-        Path(self.ca_file).write_bytes(self._ca.cert_pem)
-        self._cert_file = self._tmp / "serving.crt"
-        self._key_file = self._tmp / "serving.key"
-        self._cert_file.write_bytes(self._serving.cert_pem)
-        fd = os.open(self._key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(self._serving.key_pem)
         self.kubeconfig_path = str(self._tmp / "kubeconfig")
+        self._write_own_files()
         self.kubeconfig: dict[str, Any] = {}
         self.running = False
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -139,15 +140,43 @@ class Server:
         for ns in IMMORTAL_NAMESPACES:
             if self.store.get("", "namespaces", "", ns) is None:
                 self.writer.create(ns_info, {"metadata": {"name": ns}}, "")
+        for info, obj in bootstrap.objects(self.registry):
+            meta = obj["metadata"]
+            if self.store.get(info.group, info.plural, meta.get("namespace", ""), meta["name"]) is None:
+                self.writer.create(info, obj, meta.get("namespace", ""), manager="kube-apiserver")
 
     def _on_crd_removed(self, crd: dict[str, Any]) -> None:
         assert self.store is not None
         spec = crd.get("spec") or {}
         self.store.close_watchers((spec.get("group", ""), (spec.get("names") or {}).get("plural", "")))
 
+    @property
+    def work_dir(self) -> Path:
+        """The private directory holding :attr:`ca_file` and :attr:`kubeconfig_path` while the
+        server runs (removed by :meth:`stop`; ``state_dir`` is never inside it)."""
+        return self._tmp
+
+    def _write_own_files(self) -> None:
+        self._tmp.mkdir(mode=0o700, parents=True, exist_ok=True)
+        Path(self.ca_file).write_bytes(self._ca.cert_pem)
+
+    def _remove_own_files(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
     def _ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(self._cert_file, self._key_file)
+        # load_cert_chain reads files only: the key exists on disk just for this call
+        cert_file = self._tmp / "serving.crt"
+        key_file = self._tmp / "serving.key"
+        cert_file.write_bytes(self._serving.cert_pem)
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self._serving.key_pem)
+            ctx.load_cert_chain(cert_file, key_file)
+        finally:
+            key_file.unlink(missing_ok=True)
+            cert_file.unlink(missing_ok=True)
         ctx.load_verify_locations(cadata=self._ca.cert_pem.decode())
         ctx.verify_mode = ssl.CERT_OPTIONAL
         return ctx
@@ -157,6 +186,7 @@ class Server:
         if self.running:
             return
         self.loop = asyncio.get_running_loop()
+        self._write_own_files()
         assets = assets_dir() if self.use_assets else None
         if assets is not None:
             await self._start_external(assets)
@@ -245,12 +275,15 @@ class Server:
 
     async def stop(self) -> None:
         """Stop serving: open watches end cleanly, connections close; state is kept (and saved to
-        ``state_dir`` when set). Idempotent."""
+        ``state_dir`` when set). The files the server wrote for itself (:attr:`work_dir`: CA,
+        kubeconfig) are removed; a later :meth:`start` writes them again at the same paths.
+        Idempotent."""
         if not self.running:
             return
         self.running = False
         if self._external is not None:
             await self._external.stop()
+            self._remove_own_files()
             return
         assert self._api is not None
         assert self.store is not None
@@ -268,6 +301,7 @@ class Server:
             self._runner = None
         if self.state_dir is not None:
             persist.save_state(self.state_dir, self.store.dump())
+        self._remove_own_files()
 
     @staticmethod
     async def _close_runner(runner: web.AppRunner) -> None:

@@ -183,6 +183,8 @@ class Store:
         self.listeners: list[Callable[[Event], None]] = []
         self.max_watch_pending = 1_000_000
         self.list_cache_size = 8
+        # etcd's default --max-request-bytes: a larger object is refused as etcd would
+        self.max_object_bytes: int | None = 1536 * 1024
         self._list_cache: OrderedDict[tuple[int, Any], ListSnapshot] = OrderedDict()
 
     # ----------------------------------------------------------------- reads
@@ -302,7 +304,9 @@ class Store:
     def commit(self, group: str, resource: str, obj: dict[str, Any]) -> Event:
         """Store ``obj`` (created or replaced) at the next RV; the store takes ownership of ``obj``.
 
-        Sets ``metadata.resourceVersion``; returns the ADDED or MODIFIED event.
+        Sets ``metadata.resourceVersion``; returns the ADDED or MODIFIED event. An object whose
+        JSON exceeds :attr:`max_object_bytes` raises StatusError 500 ("etcdserver: request is too
+        large") and changes nothing.
         """
         meta = obj["metadata"]
         ns = meta.get("namespace", "")
@@ -311,9 +315,18 @@ class Store:
         items = by_ns.setdefault(ns, {})
         old_entry = items.get(name)
         prev = old_entry[0] if old_entry else None
-        self.rv += 1
-        meta["resourceVersion"] = str(self.rv)
+        old_rv = meta.get("resourceVersion")
+        meta["resourceVersion"] = str(self.rv + 1)
         raw = orjson.dumps(obj)
+        if self.max_object_bytes is not None and len(raw) > self.max_object_bytes:
+            if old_rv is None:
+                meta.pop("resourceVersion")
+            else:
+                meta["resourceVersion"] = old_rv
+            if not items:
+                del by_ns[ns]
+            raise errors.storage_too_large()
+        self.rv += 1
         items[name] = (obj, raw)
         key: ObjKey = (group, resource, ns, name)
         if prev is not None:

@@ -66,6 +66,8 @@ _NAME_RULES: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io", "ClusterRole"): "path",
     ("rbac.authorization.k8s.io", "RoleBinding"): "path",
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): "path",
+    ("apiregistration.k8s.io", "APIService"): "path",  # "<version>.<group>", "v1." for the core group
+    ("scheduling.k8s.io", "PriorityClass"): "subdomain",
 }
 
 
@@ -185,7 +187,7 @@ def _metadata_causes(
                 causes.append(
                     cause(
                         "FieldValueTooLong",
-                        "Too long: must have at most 262144 bytes",
+                        "Too long: may not be more than 262144 bytes",
                         "metadata.annotations",
                     )
                 )
@@ -234,6 +236,7 @@ def validate_object(
     shape is itself reported as a cause. The name itself is checked by :func:`validate_name`.
     """
     causes = _metadata_causes(info, obj, old)
+    causes.extend(_data_size_causes(info, obj))
     schema = _schema_for(info)
     if schema is not None:
         body = {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
@@ -249,6 +252,27 @@ def validate_object(
     if info.group == "apiextensions.k8s.io" and info.kind == "CustomResourceDefinition":
         causes.extend(_crd_causes(obj))
     return causes
+
+
+MAX_DATA_BYTES = 1024 * 1024  # upstream's MaxSecretSize, the limit of ConfigMap and Secret data
+
+
+def _data_size_causes(info: ResourceInfo, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """ConfigMaps and Secrets hold at most 1 MiB of data (values, decoded for binary data)."""
+    if info.group or info.plural not in ("configmaps", "secrets"):
+        return []
+    total = 0
+    for key in ("data", "binaryData", "stringData"):
+        values = obj.get(key)
+        if not isinstance(values, dict):
+            continue
+        binary = key == "binaryData" or (key == "data" and info.plural == "secrets")
+        for v in values.values():
+            if isinstance(v, str):
+                total += len(v) * 3 // 4 if binary else len(v.encode())
+    if total <= MAX_DATA_BYTES:
+        return []
+    return [cause("FieldValueTooLong", f"Too long: may not be more than {MAX_DATA_BYTES} bytes", "[]")]
 
 
 def _schema_for(info: ResourceInfo) -> dict[str, Any] | None:

@@ -1,0 +1,164 @@
+"""Subresources and review endpoints: ``/scale``, namespace ``/finalize``, ServiceAccount
+``/token`` and the self reviews."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jsonpatch
+from aiohttp import web
+
+from . import errors, reviews
+from .handlers import Ctx, json_response
+from .handlers_read import render_object
+from .request_body import (
+    JSON_PATCH,
+    content_type,
+    decode,
+    dry_run,
+    field_manager,
+    merge_patch,
+    object_body,
+    read_body,
+    storage_info,
+)
+from .resources import ResourceInfo
+from .write_rules import deep_copy
+
+if TYPE_CHECKING:
+    from .handlers import Api
+
+__all__ = ["finalize", "review", "scale", "token"]
+
+
+def _get_or_404(api: Api, ctx: Ctx) -> dict[str, Any]:
+    obj = api.store.get(ctx.info.group, ctx.info.plural, ctx.namespace, ctx.name)
+    if obj is None:
+        raise errors.not_found(ctx.info, ctx.name)
+    return obj
+
+
+def _replicas_paths(info: ResourceInfo) -> tuple[str, str, str | None]:
+    if info.crd is not None:
+        for v in (info.crd.get("spec") or {}).get("versions") or []:
+            if v.get("name") == info.version:
+                sc = (v.get("subresources") or {}).get("scale") or {}
+                return (
+                    sc.get("specReplicasPath", ".spec.replicas"),
+                    sc.get("statusReplicasPath", ".status.replicas"),
+                    sc.get("labelSelectorPath"),
+                )
+    return (".spec.replicas", ".status.replicas", None)
+
+
+def _get_path(obj: Any, path: str) -> Any:
+    for part in path.strip(".").split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.strip(".").split(".")
+    for part in parts[:-1]:
+        nxt = obj.get(part)
+        if not isinstance(nxt, dict):
+            nxt = obj[part] = {}
+        obj = nxt
+    obj[parts[-1]] = value
+
+
+def _scale_of(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
+    spec_p, status_p, _sel = _replicas_paths(info)
+    meta = obj["metadata"]
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
+        "spec": {"replicas": _get_path(obj, spec_p) or 0},
+        "status": {"replicas": _get_path(obj, status_p) or 0},
+    }
+
+
+async def scale(api: Api, ctx: Ctx) -> web.StreamResponse:
+    info = storage_info(api, ctx.info)
+    obj = _get_or_404(api, ctx)
+    if ctx.verb == "get":
+        return json_response(_scale_of(info, obj))
+    if ctx.verb not in ("update", "patch"):
+        raise errors.method_not_allowed()
+    current = _scale_of(info, obj)
+    ctype = content_type(ctx)
+    data = decode(await read_body(ctx), ctype)
+    if ctx.verb == "update":
+        scale = data
+    elif ctype == JSON_PATCH:
+        scale = jsonpatch.JsonPatch(data).apply(current)
+    else:
+        scale = merge_patch(current, data)
+    if not isinstance(scale, dict):
+        raise errors.bad_request("Scale must be an object")
+    rv = (scale.get("metadata") or {}).get("resourceVersion")
+    if rv and rv != obj["metadata"]["resourceVersion"]:
+        raise errors.conflict(info, ctx.name, errors.STALE)
+    replicas = (scale.get("spec") or {}).get("replicas", 0)
+    if not isinstance(replicas, int) or replicas < 0:
+        raise errors.invalid(
+            info,
+            ctx.name,
+            [
+                {
+                    "type": "FieldValueInvalid",
+                    "field": "spec.replicas",
+                    "message": "Invalid value: must be greater than or equal to 0",
+                }
+            ],
+        )
+    new = deep_copy(obj)
+    _set_path(new, _replicas_paths(info)[0], replicas)
+    out = api.writer.update(
+        info, new, ctx.namespace, ctx.name, dry_run=dry_run(ctx), manager=field_manager(ctx), require_rv=False
+    )
+    return json_response(_scale_of(info, out))
+
+
+async def finalize(api: Api, ctx: Ctx) -> web.StreamResponse:
+    if ctx.verb != "update":
+        raise errors.method_not_allowed()
+    body = await object_body(ctx)
+    obj = _get_or_404(api, ctx)
+    new = deep_copy(obj)
+    new["spec"] = dict(new.get("spec") or {}, finalizers=(body.get("spec") or {}).get("finalizers") or [])
+    api.store.commit("", "namespaces", new)
+    if not new["spec"]["finalizers"] and new["metadata"].get("deletionTimestamp"):
+        api.writer.finish_namespace(ctx.name)
+    return render_object(ctx, new)
+
+
+async def token(api: Api, ctx: Ctx) -> web.StreamResponse:
+    if ctx.verb != "create":
+        raise errors.method_not_allowed()
+    body = await object_body(ctx)
+    sa = _get_or_404(api, ctx)
+    out = reviews.token_request(
+        api.authenticator, ctx.namespace, ctx.name, sa["metadata"].get("uid", ""), body
+    )
+    return json_response(out, 201)
+
+
+async def review(api: Api, ctx: Ctx) -> web.StreamResponse:
+    if ctx.verb != "create":
+        raise errors.method_not_allowed()
+    body = await object_body(ctx)
+    if ctx.info.plural == "selfsubjectreviews":
+        out = reviews.self_subject_review(ctx.user, body)
+    elif ctx.info.plural == "selfsubjectrulesreviews":
+        out = await reviews.self_subject_rules_review(api.authorizer, ctx.user, body)
+    else:
+        out = await reviews.self_subject_access_review(api.authorizer, ctx.user, body)
+    return json_response(out, 201)

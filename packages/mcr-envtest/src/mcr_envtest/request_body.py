@@ -1,0 +1,188 @@
+"""Request bodies and write parameters: content types, decoding (JSON, YAML, protobuf), the
+body's type check, ``dryRun``, ``fieldManager``, ``fieldValidation`` and merge patches."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import yaml
+from aiohttp import web
+
+from . import _schema_proto, errors, validation
+from .handlers import Ctx
+from .resources import ResourceInfo
+
+if TYPE_CHECKING:
+    from .handlers import Api
+
+__all__ = [
+    "APPLY",
+    "JSON_PATCH",
+    "MERGE_PATCH",
+    "REVIEWS",
+    "SMP",
+    "check_type",
+    "content_type",
+    "decode",
+    "dry_run",
+    "field_manager",
+    "field_validation",
+    "merge_patch",
+    "object_body",
+    "read_body",
+    "storage_info",
+    "warn",
+]
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+SMP = "application/strategic-merge-patch+json"
+APPLY = "application/apply-patch+yaml"
+APPLY_CBOR = "application/apply-patch+cbor"
+BODY_TYPES = ["application/json", "application/yaml"]
+REVIEWS = frozenset({"selfsubjectaccessreviews", "selfsubjectreviews", "selfsubjectrulesreviews"})
+
+
+def content_type(ctx: Ctx) -> str:
+    return (ctx.request.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+
+
+async def read_body(ctx: Ctx) -> bytes:
+    data = await ctx.request.read()
+    if len(data) > errors.MAX_REQUEST_BODY_BYTES:
+        raise errors.request_entity_too_large()
+    return data
+
+
+def decode(data: bytes, ctype: str) -> Any:
+    if not data.strip():
+        raise errors.bad_request("the request body is empty")
+    if ctype in ("application/yaml", "text/yaml", APPLY):
+        try:
+            return yaml.safe_load(data)
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"error decoding YAML: {exc}") from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise errors.bad_request(f"error decoding JSON: {exc}") from None
+
+
+async def object_body(ctx: Ctx) -> dict[str, Any]:
+    ctype = content_type(ctx)
+    if ctype == _schema_proto.PROTOBUF:
+        try:
+            body = _schema_proto.decode_protobuf(await read_body(ctx))
+        except ValueError as exc:
+            raise errors.StatusError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{', '.join(BODY_TYPES)} ({exc})",
+            ) from None
+    elif ctype not in ("application/json", "application/yaml", "text/yaml", "*/*"):
+        raise errors.unsupported_media_type(ctype, BODY_TYPES)
+    else:
+        body = decode(await read_body(ctx), ctype)
+    if not isinstance(body, dict):
+        raise errors.bad_request("the request body must be a JSON object")
+    check_type(ctx, body)
+    return body
+
+
+def check_type(ctx: Ctx, body: dict[str, Any]) -> None:
+    info = ctx.info
+    av, kind = body.get("apiVersion"), body.get("kind")
+    if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
+        raise errors.bad_request("metadata must be an object")
+    if ctx.subresource in ("scale", "token") or info.plural in REVIEWS:
+        return
+    if (av and av != info.api_version) or (kind and kind != info.kind):
+        raise errors.bad_request(
+            f"the API version in the data ({av}) does not match the expected API version ({info.api_version})"
+            if av and av != info.api_version
+            else f"the kind in the data ({kind}) does not match the expected kind ({info.kind})"
+        )
+    meta = body.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise errors.bad_request("metadata must be an object")
+
+
+def dry_run(ctx: Ctx) -> bool:
+    values = ctx.query.getall("dryRun", [])
+    for v in values:
+        if v != "All":
+            raise errors.bad_request(f'dryRun: Unsupported value: "{v}": supported values: "All"')
+    return bool(values)
+
+
+def field_manager(ctx: Ctx) -> str:
+    fm = ctx.query.get("fieldManager")
+    if fm:
+        if len(fm) > 128:
+            raise errors.invalid(
+                ctx.info,
+                ctx.name,
+                [
+                    {
+                        "type": "FieldValueTooLong",
+                        "field": "fieldManager",
+                        "message": "Too long: may not be more than 128 bytes",
+                    }
+                ],
+            )
+        return str(fm)
+    ua = ctx.request.headers.get("User-Agent", "")
+    return ua.split("/")[0] if ua else "unknown"
+
+
+def field_validation(ctx: Ctx, info: ResourceInfo, obj: Any) -> list[str]:
+    """Apply ``fieldValidation``: Strict → 400 for unknown fields; Warn → the warning texts to send.
+
+    Without the parameter nothing is checked (keeps the write path lean).
+    """
+    mode = ctx.query.get("fieldValidation", "")
+    if not mode or mode == "Ignore" or not isinstance(obj, dict):
+        if mode not in ("", "Ignore", "Strict", "Warn"):
+            raise errors.bad_request(
+                f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Strict", "Warn"'
+            )
+        return []
+    if mode not in ("Strict", "Warn"):
+        raise errors.bad_request(
+            f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Strict", "Warn"'
+        )
+    unknown = validation.unknown_fields(info, obj)
+    if not unknown:
+        return []
+    texts = [f'unknown field "{u.lstrip(".")}"' for u in unknown]
+    if mode == "Strict":
+        raise errors.bad_request(
+            f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
+            "strict decoding error: " + ", ".join(texts)
+        )
+    return texts
+
+
+def warn(resp: web.StreamResponse, warnings: list[str]) -> web.StreamResponse:
+    for w in warnings:
+        resp.headers.add("Warning", '299 - "' + w.replace('"', '\\"') + '"')
+    return resp
+
+
+def storage_info(api: Api, info: ResourceInfo) -> ResourceInfo:
+    return api.registry.storage_info(info.group, info.plural) or info
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out

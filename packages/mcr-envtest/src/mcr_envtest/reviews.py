@@ -1,0 +1,175 @@
+"""Answers of the review and token endpoints: SelfSubjectAccessReview (``kubectl auth can-i``),
+SelfSubjectRulesReview (``kubectl auth can-i --list``), SelfSubjectReview (``kubectl auth
+whoami``) and TokenRequest (``kubectl create token``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from . import errors
+from .auth import Authenticator, Authorizer, RequestAttributes, UserInfo
+
+__all__ = ["self_subject_access_review", "self_subject_review", "self_subject_rules_review", "token_request"]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def self_subject_access_review(
+    authorizer: Authorizer, user: UserInfo, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Answer a SelfSubjectAccessReview (``kubectl auth can-i``) for ``user``.
+
+    Raises :class:`errors.StatusError` 422 unless exactly one of ``spec.resourceAttributes`` and
+    ``spec.nonResourceAttributes`` is given.
+    """
+    spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if (res is None) == (non is None):
+        raise errors.StatusError(
+            422,
+            "Invalid",
+            'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
+            'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes '
+            "must be specified",
+            details={
+                "group": "authorization.k8s.io",
+                "kind": "SelfSubjectAccessReview",
+                "causes": [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "type": "FieldValueInvalid",
+                        "message": 'Invalid value: "null": exactly one of nonResourceAttributes or '
+                        "resourceAttributes must be specified",
+                        "field": "spec.resourceAttributes",
+                    }
+                ],
+            },
+        )
+    if isinstance(res, dict):
+        attrs = RequestAttributes(
+            verb=str(res.get("verb", "")),
+            group=str(res.get("group", "")),
+            resource=str(res.get("resource", "")),
+            subresource=str(res.get("subresource", "")),
+            namespace=str(res.get("namespace", "")),
+            name=str(res.get("name", "")),
+            path="",
+            resource_request=True,
+        )
+    else:
+        assert isinstance(non, dict)
+        attrs = RequestAttributes(
+            verb=str(non.get("verb", "")),
+            group="",
+            resource="",
+            subresource="",
+            namespace="",
+            name="",
+            path=str(non.get("path", "")),
+            resource_request=False,
+        )
+    allowed, reason = authorizer.authorize(user, attrs)
+    status: dict[str, Any] = {"allowed": allowed}
+    if reason:
+        status["reason"] = reason
+    md = dict(body.get("metadata") or {})
+    md["creationTimestamp"] = _now()
+    return {
+        "kind": "SelfSubjectAccessReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": md,
+        "spec": spec,
+        "status": status,
+    }
+
+
+async def self_subject_rules_review(
+    authorizer: Authorizer, user: UserInfo, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Answer a SelfSubjectRulesReview (``kubectl auth can-i --list``) for ``spec.namespace``."""
+    spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    resource_rules, non_resource_rules = authorizer.rules_for(user, str(spec.get("namespace") or ""))
+    md = dict(body.get("metadata") or {})
+    md["creationTimestamp"] = _now()
+    return {
+        "kind": "SelfSubjectRulesReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": md,
+        "spec": spec,
+        "status": {
+            "resourceRules": resource_rules,
+            "nonResourceRules": non_resource_rules,
+            "incomplete": False,
+        },
+    }
+
+
+def self_subject_review(user: UserInfo, body: dict[str, Any]) -> dict[str, Any]:
+    """Answer a SelfSubjectReview (``kubectl auth whoami``) with ``user``'s attributes."""
+    info: dict[str, Any] = {"username": user.name, "groups": list(user.groups)}
+    if user.uid:
+        info["uid"] = user.uid
+    if user.extra:
+        info["extra"] = {k: list(v) for k, v in user.extra}
+    md = dict((body or {}).get("metadata") or {})
+    md["creationTimestamp"] = _now()
+    return {
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": md,
+        "status": {"userInfo": info},
+    }
+
+
+def token_request(
+    authenticator: Authenticator, namespace: str, sa_name: str, sa_uid: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Issue a token for ServiceAccount ``namespace/sa_name`` (``kubectl create token``).
+
+    ``spec.expirationSeconds`` defaults to 3600 and must be at least 600; ``spec.audiences``
+    defaults to the server's issuer. Raises :class:`errors.StatusError` 422 for invalid specs.
+    """
+    spec = dict((body or {}).get("spec") or {})
+    expiration = spec.get("expirationSeconds", 3600)
+    if not isinstance(expiration, int) or isinstance(expiration, bool) or expiration < 600:
+        msg = f"Invalid value: {expiration}: may not specify a duration less than 10 minutes"
+        raise errors.StatusError(
+            422,
+            "Invalid",
+            f'TokenRequest.authentication.k8s.io "{sa_name}" is invalid: spec.expirationSeconds: {msg}',
+            details={
+                "name": sa_name,
+                "group": "authentication.k8s.io",
+                "kind": "TokenRequest",
+                "causes": [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "type": "FieldValueInvalid",
+                        "message": msg,
+                        "field": "spec.expirationSeconds",
+                    }
+                ],
+            },
+        )
+    expiration = min(expiration, 48 * 3600)
+    audiences = spec.get("audiences") or [authenticator.issuer]
+    token, expires = authenticator.issue_service_account_token(
+        namespace, sa_name, sa_uid, audiences=[str(a) for a in audiences], expiration_seconds=expiration
+    )
+    spec["audiences"] = audiences
+    spec["expirationSeconds"] = expiration
+    spec.setdefault("boundObjectRef", None)
+    if spec["boundObjectRef"] is None:
+        del spec["boundObjectRef"]
+    return {
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": sa_name, "namespace": namespace, "creationTimestamp": _now()},
+        "spec": spec,
+        "status": {"token": token, "expirationTimestamp": expires},
+    }

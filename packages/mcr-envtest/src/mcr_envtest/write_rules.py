@@ -1,0 +1,82 @@
+"""Pure rules of object writes: copies, timestamps, what counts as a change (content,
+ownership), and the metadata types the writer itself relies on."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+__all__ = ["content", "deep_copy", "now_rfc3339", "ownership", "strip_volatile", "type_causes"]
+
+
+def now_rfc3339() -> str:
+    """The current time as upstream's RFC 3339 seconds timestamp."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def deep_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a JSON object (orjson round trip: fast and exact for JSON data)."""
+    out: dict[str, Any] = orjson.loads(orjson.dumps(obj))
+    return out
+
+
+def strip_volatile(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = dict(obj.get("metadata") or {})
+    meta.pop("resourceVersion", None)
+    meta.pop("managedFields", None)
+    out = dict(obj)
+    out["metadata"] = meta
+    return out
+
+
+def ownership(obj: dict[str, Any]) -> list[Any]:
+    """The managedFields of ``obj`` without their timestamps: who owns what.
+
+    A write that changes only this (an apply taking or sharing ownership of fields whose values
+    stay the same) is a real write; a write that changes nothing but timestamps is not."""
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    return [{k: v for k, v in e.items() if k != "time"} for e in entries if isinstance(e, dict) and e]
+
+
+def content(obj: dict[str, Any], *, with_status: bool) -> dict[str, Any]:
+    drop = {"metadata", "kind", "apiVersion"} if with_status else {"metadata", "status", "kind", "apiVersion"}
+    return {k: v for k, v in obj.items() if k not in drop}
+
+
+def type_causes(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Causes for metadata fields whose JSON type the server's own logic relies on."""
+    meta = obj.get("metadata") or {}
+    causes: list[dict[str, Any]] = []
+
+    def bad(field: str, want: str) -> None:
+        causes.append(
+            {
+                "type": "FieldValueInvalid",
+                "field": field,
+                "message": f"Invalid value: {meta.get(field.split('.', 1)[1])!r}: must be {want}",
+            }
+        )
+
+    for key in ("name", "generateName", "namespace", "resourceVersion", "uid"):
+        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
+            bad(f"metadata.{key}", "a string")
+    fins = meta.get("finalizers")
+    if fins is not None and not (isinstance(fins, list) and all(isinstance(f, str) for f in fins)):
+        bad("metadata.finalizers", "a list of strings")
+    refs = meta.get("ownerReferences")
+    if refs is not None and not (
+        isinstance(refs, list)
+        and all(isinstance(r, dict) and isinstance(r.get("uid", ""), str) for r in refs)
+    ):
+        bad("metadata.ownerReferences", "a list of owner references")
+    for key in ("labels", "annotations"):
+        v = meta.get(key)
+        if v is not None and not (isinstance(v, dict) and all(isinstance(x, str) for x in v.values())):
+            bad(f"metadata.{key}", "a map of strings")
+    if obj.get("spec") is not None and not isinstance(obj["spec"], dict):
+        causes.append(
+            {"type": "FieldValueInvalid", "field": "spec", "message": "Invalid value: must be an object"}
+        )
+    return causes

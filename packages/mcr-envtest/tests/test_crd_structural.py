@@ -1,0 +1,154 @@
+"""CRD structural schemas on every write: unknown fields pruned (unless
+``x-kubernetes-preserve-unknown-fields``), ``default`` values filled in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import Raw
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+GADGETS = "/apis/example.com/v1/namespaces/default/gadgets"
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "properties": {
+                "size": {"type": "integer", "default": 3},
+                "mode": {"type": "string", "default": "fast"},
+                "limits": {
+                    "type": "object",
+                    "default": {},
+                    "properties": {"cpu": {"type": "string", "default": "100m"}},
+                },
+                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string"},
+                            "weight": {"type": "integer", "default": 1},
+                        },
+                    },
+                },
+            },
+        },
+        "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+    },
+}
+
+
+@pytest.fixture
+async def gadgets(raw: Raw) -> Raw:
+    crd = {
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": SCHEMA},
+                    "subresources": {"status": {}},
+                }
+            ],
+        },
+    }
+    status, body = await raw.json("POST", CRDS, json=crd)
+    assert status == 201, body
+    return raw
+
+
+def gadget(spec: dict[str, Any], name: str = "g") -> dict[str, Any]:
+    return {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": name}, "spec": spec}
+
+
+async def test_create_prunes_and_defaults(gadgets: Raw) -> None:
+    status, obj = await gadgets.json(
+        "POST",
+        GADGETS,
+        json={
+            **gadget(
+                {"size": 5, "bogus": 1, "extra": {"any": {"thing": [1]}}, "items": [{"name": "a", "x": 1}]}
+            ),
+            "topLevelJunk": True,
+        },
+    )
+    assert status == 201, obj
+    assert obj["spec"] == {
+        "size": 5,
+        "mode": "fast",
+        "limits": {"cpu": "100m"},
+        "extra": {"any": {"thing": [1]}},
+        "items": [{"name": "a", "weight": 1}],
+    }
+    assert "topLevelJunk" not in obj
+    status, stored = await gadgets.json("GET", f"{GADGETS}/g")
+    assert stored["spec"] == obj["spec"]
+
+
+async def test_update_patch_and_apply_prune_and_default(gadgets: Raw) -> None:
+    status, obj = await gadgets.json("POST", GADGETS, json=gadget({"size": 1}))
+    assert status == 201
+    put = gadget({"mode": "slow", "junk": "x"})
+    put["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
+    status, obj = await gadgets.json("PUT", f"{GADGETS}/g", json=put)
+    assert status == 200, obj
+    assert obj["spec"] == {"size": 3, "mode": "slow", "limits": {"cpu": "100m"}}
+    status, obj = await gadgets.json(
+        "PATCH",
+        f"{GADGETS}/g",
+        json={"spec": {"size": None, "limits": {"cpu": None}, "junk": 2}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 200, obj
+    assert obj["spec"] == {"size": 3, "mode": "slow", "limits": {"cpu": "100m"}}
+    status, obj = await gadgets.json(
+        "PATCH",
+        f"{GADGETS}/g",
+        json=[{"op": "add", "path": "/spec/junk", "value": 1}],
+        headers={"Content-Type": "application/json-patch+json"},
+    )
+    assert status == 200
+    assert "junk" not in obj["spec"]
+    doc = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: h\nspec:\n  junk: 1\n  mode: m\n"
+    status, obj = await gadgets.json(
+        "PATCH",
+        f"{GADGETS}/h?fieldManager=me",
+        data=doc.encode(),
+        headers={"Content-Type": "application/apply-patch+yaml"},
+    )
+    assert status == 201, obj
+    assert obj["spec"] == {"size": 3, "mode": "m", "limits": {"cpu": "100m"}}
+
+
+async def test_status_writes_are_pruned_and_identical_rewrites_are_noops(gadgets: Raw) -> None:
+    status, obj = await gadgets.json("POST", GADGETS, json=gadget({}))
+    assert status == 201
+    rv = obj["metadata"]["resourceVersion"]
+    status, obj = await gadgets.json(
+        "PATCH",
+        f"{GADGETS}/g/status",
+        json={"status": {"ready": True, "junk": 1}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 200
+    assert obj["status"] == {"ready": True}
+    # a write whose only difference is pruned away changes nothing
+    rv = obj["metadata"]["resourceVersion"]
+    status, again = await gadgets.json(
+        "PATCH",
+        f"{GADGETS}/g",
+        json={"spec": {"junk": 5}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 200
+    assert again["metadata"]["resourceVersion"] == rv
