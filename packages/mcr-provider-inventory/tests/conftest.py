@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 import yaml
-from mcr_provider_inventory import CLUSTER_PROFILE, CLUSTER_PROFILE_CRD, CONSUMER_LABEL, PROFILE_LABEL
 
 from mcr.cluster import Cluster
 from mcr.errors import NotFoundError
 from mcr.testing import eventually
+from mcr_provider_inventory import CLUSTER_PROFILE, CLUSTER_PROFILE_CRD, CONSUMER_LABEL, PROFILE_LABEL
 
 PLUGIN = """\
 import json, os, sys

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from mcr_provider_inventory import (
     ADDITIONAL_ARGS_EXTENSION,
     ADDITIONAL_ENVS_EXTENSION,

@@ -11,12 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcr_provider_inventory import (
-    CLUSTER_PROFILE,
-    AccessConfigError,
-    ClusterProfileProvider,
-    __version__,
-)
 
 import mcr.plugins
 import mcr.providers
@@ -24,6 +18,12 @@ from mcr.cluster import Cluster
 from mcr.errors import ClusterNotFoundError
 from mcr.multicluster import Provider, ProviderRunnable
 from mcr.testing import RecordingAware, check_provider, eventually
+from mcr_provider_inventory import (
+    CLUSTER_PROFILE,
+    AccessConfigError,
+    ClusterProfileProvider,
+    __version__,
+)
 
 from .conftest import Hub, status
 
