@@ -2,7 +2,7 @@
 
 * every ```python block of every user page parses (architecture.md holds signature sketches);
 * every name a block takes from mcr (``mcr.X.Y``, ``from mcr.x import Y``, and the same for
-  ``mcr_envtest`` and ``mcr_provider_file``) exists;
+  ``mcr_envtest`` and every ``mcr_provider_*``) exists;
 * every page is linked from docs/index.md;
 * the complete programs marked ``<!-- docs-test: NAME -->`` run for real: the single-cluster and the
   fleet controller as scripts against mcr-envtest servers (stopped with SIGTERM, exit 0); the
@@ -38,7 +38,9 @@ PAGES = sorted(DOCS.glob("*.md"))
 USER_PAGES = [p for p in PAGES if p.name != "architecture.md"]
 # The file provider's source, for environments where only mcr-core and mcr-envtest are installed.
 FILE_PROVIDER_SRC = ROOT / "packages" / "mcr-provider-file" / "src"
-OUR_PACKAGES = ("mcr", "mcr_envtest", "mcr_provider_file")
+# Each provider distribution's source, for environments where only some of them are installed.
+PROVIDER_SOURCES = {p.name.replace("-", "_"): p / "src" for p in (ROOT / "packages").glob("mcr-provider-*")}
+OUR_PACKAGES = ("mcr", "mcr_envtest", *sorted(PROVIDER_SOURCES))
 
 _BLOCK = re.compile(r"(?:<!-- docs-test: (?P<tag>[\w-]+) -->\n)?```python\n(?P<code>.*?)```", re.S)
 
@@ -78,11 +80,12 @@ def test_block_parses(where: str, code: str) -> None:
 
 
 def _import(module: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    if module.split(".")[0] == "mcr_provider_file":
+    top = module.split(".")[0]
+    if top in PROVIDER_SOURCES:
         try:
-            importlib.import_module("mcr_provider_file")
+            importlib.import_module(top)
         except ModuleNotFoundError:
-            monkeypatch.syspath_prepend(str(FILE_PROVIDER_SRC))
+            monkeypatch.syspath_prepend(str(PROVIDER_SOURCES[top]))
     return importlib.import_module(module)
 
 
