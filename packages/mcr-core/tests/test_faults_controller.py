@@ -158,11 +158,6 @@ async def test_converges_under_watch_faults(
     assert set(mirror.errors) <= {"conflict"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mcr.cache.reflector: a watch line that is not JSON raises orjson.JSONDecodeError, which "
-    "Reflector._run does not retry, so the informer stops watching and the controller stops seeing changes",
-)
 async def test_converges_under_malformed_watch_lines(apiserver: ServerThread, admin: Client) -> None:
     mgr = manager(apiserver)
     mirror_controller(mgr)

@@ -137,11 +137,5 @@ async def test_connection_resets(env: Any) -> None:
     assert reflector.watches >= 8
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mcr.cache.reflector: a watch line that is not JSON raises orjson.JSONDecodeError out of "
-    "Reflector._consume; Reflector._run retries only GoneError, WatchStalledError, _ShortWatchError, "
-    "APIError and TransportError, so the reflector task dies and the informer never watches again",
-)
 async def test_malformed_watch_lines(env: Any) -> None:
     await run_scenario(env, lambda f: f.malform_watches(after=1, count=3), timeout=5)

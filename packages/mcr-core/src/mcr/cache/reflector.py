@@ -48,6 +48,10 @@ class _ShortWatchError(Exception):
     """A watch closed within a second without delivering any event (internal signal)."""
 
 
+class _MalformedWatchError(Exception):
+    """A watch stream sent a line that is not a JSON watch event (internal signal)."""
+
+
 class ReflectorSink(Protocol):
     """Where a reflector delivers what it learns (the informer)."""
 
@@ -168,7 +172,9 @@ class Reflector:
                 log.warning("%s: %s; re-watching from %s", self.description, exc, self.resource_version)
                 self.last_error = exc
                 continue
-            except _ShortWatchError as exc:
+            except (_ShortWatchError, _MalformedWatchError) as exc:
+                # A malformed line ends that watch: re-watch (after a backoff) from the last
+                # resourceVersion applied, so nothing before it is lost and nothing is applied twice.
                 log.warning("%s: %s", self.description, exc)
                 self.last_error = exc
             except (APIError, TransportError) as exc:
@@ -286,11 +292,20 @@ class Reflector:
                         event = loads(line)
                     except orjson.JSONDecodeError:
                         if line.strip():
-                            raise
+                            raise _MalformedWatchError(
+                                f"the watch sent a line that is not JSON ({len(line)} bytes); re-watching "
+                                f"from resourceVersion {self.resource_version}"
+                            ) from None
                         event = None
                     if event is not None:
-                        etype = event["type"]
-                        obj = event["object"]
+                        try:
+                            etype = event["type"]
+                            obj = event["object"]
+                        except (KeyError, TypeError):
+                            raise _MalformedWatchError(
+                                "the watch sent a line that is not a watch event; re-watching from "
+                                f"resourceVersion {self.resource_version}"
+                            ) from None
                         n += 1
                         if etype == "BOOKMARK":
                             self.resource_version = obj["metadata"]["resourceVersion"]
