@@ -38,7 +38,7 @@ from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.providers import Problem, SourcedClusters, cancel_and_wait, fingerprint, host_cluster, run_controller
+from mcr.providers import Problem, SourcedClusters, fingerprint, host_cluster, run_sourced
 from mcr.reconcile import Request
 from mcr.source import Kind
 from mcr_provider_inventory.access import AccessProviders, NoAccessProviderError
@@ -170,20 +170,10 @@ class ClusterProfileProvider:
                 Kind("v1/Secret", EnqueueRequestsFromMapFunc(_profile_of_secret), engage_provider=False)
             )
         self._view = view
-        loop = asyncio.get_running_loop()
-        tasks = [
-            loop.create_task(self._sourced.run(aware), name="mcr-inventory-clusters"),
-            loop.create_task(run_controller(controller, view), name="mcr-inventory-controller"),
-        ]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()
-            raise RuntimeError("the inventory provider stopped on its own")  # pragma: no cover
+            await run_sourced(self._sourced, aware, controller, view)
         finally:
-            await cancel_and_wait(tasks)
             self._view = None
-            await view.stop()
 
     # -- reconcile -------------------------------------------------------------------------------
 

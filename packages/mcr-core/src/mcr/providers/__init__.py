@@ -10,7 +10,7 @@ from typing import Any
 
 from mcr.providers._tasks import cancel_and_wait
 from mcr.providers.clusters import Clusters, ClustersProvider
-from mcr.providers.host import host_cluster, run_controller
+from mcr.providers.host import host_cluster, run_controller, run_sourced
 from mcr.providers.multi import MultiProvider
 from mcr.providers.nop import NopProvider
 from mcr.providers.registry import ProviderInfo, UnknownProviderError
@@ -33,6 +33,7 @@ __all__ = [
     "fingerprint",
     "host_cluster",
     "run_controller",
+    "run_sourced",
 ]
 
 

@@ -20,8 +20,10 @@ from mcr.providers._tasks import cancel_and_wait
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
     from mcr.controller import Controller
+    from mcr.multicluster import Aware
+    from mcr.providers.sourced import SourcedClusters
 
-__all__ = ["host_cluster", "run_controller"]
+__all__ = ["host_cluster", "run_controller", "run_sourced"]
 
 
 def host_cluster(aware: Any, explicit: Cluster | None, *, provider: str) -> Cluster:
@@ -71,3 +73,26 @@ async def run_controller(controller: Controller, cluster: Cluster, *, name: str 
         if error is not None:
             raise error
     raise RuntimeError(f"controller {controller.name!r} of a provider stopped on its own")
+
+
+async def run_sourced(sourced: SourcedClusters, aware: Aware, controller: Controller, view: Cluster) -> None:
+    """A provider's ``start``: engage ``sourced``'s clusters with ``aware`` while ``controller``
+    watches their sources on ``view`` (the provider's private view of the host), until cancelled.
+
+    ``view`` belongs to the provider: it is stopped at the end, however this returns. Cancelling
+    disengages every cluster, stops the controller, and re-raises ``CancelledError``; if either
+    part fails on its own, the other is cancelled and the error raised.
+    """
+    loop = asyncio.get_running_loop()
+    tasks = [
+        loop.create_task(sourced.run(aware), name=f"mcr-provider-clusters-{controller.name}"),
+        loop.create_task(run_controller(controller, view), name=f"mcr-provider-watch-{controller.name}"),
+    ]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+        raise RuntimeError(f"provider controller {controller.name!r} stopped on its own")
+    finally:
+        await cancel_and_wait(tasks)
+        await view.stop()

@@ -1,0 +1,181 @@
+"""The kubeconfig provider: every labelled kubeconfig Secret of one namespace is a cluster.
+
+The provider watches, on a host cluster (the manager's own by default), the Secrets of
+``namespace`` labelled ``<label>=true`` (``sigs.k8s.io/multicluster-runtime-kubeconfig`` by
+default) with a private controller and a private cache that holds only those Secrets. Each Secret
+is a cluster named after the Secret, built from the kubeconfig under data key ``key``
+(``kubeconfig`` by default; its current context is used).
+
+A cluster is rebuilt and re-engaged only when the SHA-256 of its kubeconfig changes: edits to the
+Secret's labels or annotations, and resyncs, keep the engaged cluster and its caches. A Secret that
+is deleted, is being deleted, or loses the label disengages its cluster. A Secret whose key is
+missing or empty, or whose kubeconfig cannot be used (malformed YAML, no current context, a
+missing user), is reported — logged once, naming the Secret and the key, and listed by
+:meth:`KubeconfigProvider.problems` — and disengages only its own cluster. Kubeconfig contents are
+never logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from mcr.cache import ByObject, CacheOptions, NamespaceConfig
+from mcr.cluster import Cluster
+from mcr.config import RestConfig
+from mcr.controller import Controller
+from mcr.errors import NotFoundError
+from mcr.providers import Problem, SourcedClusters, fingerprint, host_cluster, run_sourced
+from mcr.reconcile import Request
+from mcr.source import Kind
+
+if TYPE_CHECKING:
+    from mcr.multicluster import Aware, ClusterName
+
+__all__ = ["DEFAULT_KEY", "DEFAULT_LABEL", "KubeconfigProvider", "kubeconfig_secret"]
+
+log = logging.getLogger("mcr.providers.kubeconfig")
+
+DEFAULT_LABEL = "sigs.k8s.io/multicluster-runtime-kubeconfig"
+"""The label (with value ``"true"``) that marks a Secret as a cluster's kubeconfig."""
+DEFAULT_KEY = "kubeconfig"
+"""The Secret data key holding the kubeconfig."""
+
+ClusterFactory = Callable[[RestConfig, str], Cluster]
+
+
+def kubeconfig_secret(
+    name: str,
+    namespace: str,
+    kubeconfig: str | bytes,
+    *,
+    label: str = DEFAULT_LABEL,
+    key: str = DEFAULT_KEY,
+) -> dict[str, Any]:
+    """The Secret manifest that makes ``kubeconfig`` the cluster ``name`` for this provider.
+
+    Create or apply it in the provider's namespace of the host cluster (``kubectl apply -f``, or
+    ``await client.apply(secret, field_manager=...)``).
+    """
+    raw = kubeconfig.encode() if isinstance(kubeconfig, str) else kubeconfig
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace, "labels": {label: "true"}},
+        "data": {key: base64.b64encode(raw).decode()},
+    }
+
+
+class KubeconfigProvider:
+    """Clusters from the kubeconfig Secrets of ``namespace`` (see the module docs).
+
+    ``label``: the label marking those Secrets (value ``"true"``); ``key``: their data key.
+    ``cluster`` is the host holding the Secrets (default: the manager's local cluster); the
+    provider reads it through a private cache and never stops it. ``controller_name`` names the
+    private controller (metrics, logs); two providers in one process need different names.
+    ``cluster_options`` are passed to each :class:`mcr.Cluster`; ``cluster_factory(config, name)``
+    replaces that call altogether.
+
+    Constructed directly or through ``mcr.providers.create("kubeconfig", namespace=...)``.
+    """
+
+    def __init__(
+        self,
+        namespace: str,
+        *,
+        label: str = DEFAULT_LABEL,
+        key: str = DEFAULT_KEY,
+        cluster: Cluster | None = None,
+        controller_name: str = "kubeconfig-provider",
+        cluster_options: Mapping[str, Any] | None = None,
+        cluster_factory: ClusterFactory | None = None,
+    ) -> None:
+        if not namespace:
+            raise ValueError("KubeconfigProvider needs the namespace of its kubeconfig Secrets")
+        if not label:
+            raise ValueError("label must not be empty")
+        if not key:
+            raise ValueError("key must not be empty")
+        self.namespace = namespace
+        self.label = label
+        self.key = key
+        self.controller_name = controller_name
+        self._host = cluster
+        self._cluster_options = dict(cluster_options or {})
+        self._factory = cluster_factory or self._new_cluster
+        self._sourced = SourcedClusters(provider="kubeconfig", logger=log)
+        self._view: Cluster | None = None
+
+    def __repr__(self) -> str:
+        return f"KubeconfigProvider(namespace={self.namespace!r}, label={self.label!r}, key={self.key!r})"
+
+    # -- Provider --------------------------------------------------------------------------------
+
+    async def get(self, name: ClusterName) -> Cluster:
+        """The engaged cluster ``name`` (a Secret's name); ``ClusterNotFoundError`` otherwise."""
+        return await self._sourced.get(name)
+
+    async def index_field(self, kind: Any, field: str, extract: Callable[[Any], list[str]]) -> None:
+        """Index ``field`` of ``kind`` on every current and future cluster."""
+        await self._sourced.index_field(kind, field, extract)
+
+    def names(self) -> list[str]:
+        """The engaged cluster names, sorted."""
+        return self._sourced.names()
+
+    def problems(self) -> list[Problem]:
+        """Secrets that yield no cluster right now, and why (never credential values)."""
+        return self._sourced.problems()
+
+    async def start(self, aware: Aware) -> None:
+        """Watch the Secrets and engage their clusters with ``aware`` until cancelled.
+
+        Raises ``ValueError`` when there is no host cluster. Cancelling disengages every cluster,
+        stops the private cache and controller, and re-raises ``CancelledError``.
+        """
+        host = host_cluster(aware, self._host, provider="kubeconfig")
+        options = CacheOptions(
+            default_namespaces={self.namespace: NamespaceConfig()},
+            by_object={"v1/Secret": ByObject(label_selector=f"{self.label}=true")},
+        )
+        view = Cluster(host.config, name=f"{self.controller_name}-host", cache_options=options)
+        controller = Controller(self.controller_name, self._reconcile, need_leader_election=False)
+        controller.watch(Kind("v1/Secret", engage_provider=False))
+        self._view = view
+        try:
+            await run_sourced(self._sourced, aware, controller, view)
+        finally:
+            self._view = None
+
+    # -- reconcile -------------------------------------------------------------------------------
+
+    async def _reconcile(self, req: Request) -> None:
+        view = self._view
+        assert view is not None, "reconcile runs only while the provider is started"
+        where = f"Secret {req.namespace}/{req.name}"
+        try:
+            secret = await view.client.get("v1/Secret", req.name, namespace=req.namespace)
+        except NotFoundError:
+            await self._sourced.discard(req.name, why=f"{where} was deleted or lost its label")
+            return
+        if secret["metadata"].get("deletionTimestamp"):
+            await self._sourced.discard(req.name, why=f"{where} is being deleted")
+            return
+        source = f"{where} key {self.key!r}"
+        encoded = (secret.get("data") or {}).get(self.key)
+        if not encoded:
+            await self._sourced.reject(req.name, source=source, reason="missing or empty: no kubeconfig")
+            return
+        data = base64.b64decode(encoded)
+
+        async def build() -> Cluster:
+            config = await RestConfig.from_kubeconfig_data_async(data, source=source)
+            return self._factory(config, req.name)
+
+        await self._sourced.apply(req.name, source=source, fingerprint=fingerprint(data), build=build)
+
+    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
+        return Cluster(config, name=name, **self._cluster_options)
