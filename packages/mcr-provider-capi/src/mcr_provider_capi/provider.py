@@ -1,0 +1,189 @@
+"""The Cluster API provider: every initialised Cluster API ``Cluster`` is a cluster.
+
+The provider watches, on a management cluster (the manager's own by default), Cluster API
+``Cluster`` objects (``cluster.x-k8s.io/v1beta2``) and the kubeconfig Secrets Cluster API writes
+for them — ``<cluster>-kubeconfig`` in the cluster's namespace, labelled
+``cluster.x-k8s.io/cluster-name=<cluster>``, kubeconfig under data key ``value`` — with a private
+controller and a private cache holding only such labelled Secrets. Each Cluster whose
+``is_ready(obj)`` is true (default: ``status.initialization.controlPlaneInitialized``) is engaged,
+named ``"<namespace>/<name>"``.
+
+Because the Secrets are watched, a rotated kubeconfig re-engages its cluster at once; a cluster is
+rebuilt only when the kubeconfig's bytes change (Cluster status updates keep the engaged cluster).
+A Cluster that is deleted or being deleted is disengaged; one that is not ready when first seen is
+not engaged until it is, and an engaged one that stops being ready stays engaged (its controllers
+back off while it is unreachable). A Cluster whose Secret is missing, has no ``value`` or holds an
+unusable kubeconfig is reported — logged once naming the Secret, listed by
+:meth:`ClusterAPIProvider.problems` — and never affects the others; it is engaged as soon as the
+Secret is usable.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from mcr.cache import ByObject, CacheOptions, NamespaceConfig
+from mcr.cluster import Cluster
+from mcr.config import RestConfig
+from mcr.controller import Controller
+from mcr.errors import NotFoundError
+from mcr.handler import EnqueueRequestsFromMapFunc
+from mcr.providers import Problem, SourcedClusters, fingerprint, host_cluster, run_sourced
+from mcr.reconcile import Request
+from mcr.source import Kind
+from mcr_provider_capi.crd import GROUP, KIND, VERSION
+
+if TYPE_CHECKING:
+    from mcr.multicluster import Aware, ClusterName
+
+__all__ = ["CLUSTER", "CLUSTER_NAME_LABEL", "SECRET_KEY", "ClusterAPIProvider", "control_plane_initialized"]
+
+log = logging.getLogger("mcr.providers.capi")
+
+CLUSTER = f"{GROUP}/{VERSION}/{KIND}"
+"""The kind the provider watches, as mcr names kinds."""
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+"""The label Cluster API puts on a cluster's Secrets, naming the cluster."""
+SECRET_KEY = "value"
+"""The data key of the kubeconfig in a ``<cluster>-kubeconfig`` Secret."""
+_SUFFIX = "-kubeconfig"
+
+ClusterFactory = Callable[[RestConfig, str], Cluster]
+IsReady = Callable[[Mapping[str, Any]], bool]
+
+
+def control_plane_initialized(obj: Mapping[str, Any]) -> bool:
+    """The default readiness test: ``status.initialization.controlPlaneInitialized`` is true."""
+    return ((obj.get("status") or {}).get("initialization") or {}).get("controlPlaneInitialized") is True
+
+
+class ClusterAPIProvider:
+    """Clusters from the Cluster API ``Cluster`` objects of a management cluster (see the module docs).
+
+    ``namespace`` limits the Clusters (and Secrets) watched to one namespace (default: all).
+    ``is_ready(obj)`` decides when a Cluster is engaged. ``cluster`` is the management cluster
+    (default: the manager's local cluster); the provider reads it through a private cache and never
+    stops it. ``controller_name`` names the private controller; ``cluster_options`` are passed to
+    each :class:`mcr.Cluster` and ``cluster_factory(config, name)`` replaces that call.
+
+    Constructed directly or through ``mcr.providers.create("capi", ...)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        namespace: str | None = None,
+        is_ready: IsReady = control_plane_initialized,
+        cluster: Cluster | None = None,
+        controller_name: str = "cluster-api-provider",
+        cluster_options: Mapping[str, Any] | None = None,
+        cluster_factory: ClusterFactory | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.controller_name = controller_name
+        self._is_ready = is_ready
+        self._management = cluster
+        self._cluster_options = dict(cluster_options or {})
+        self._factory = cluster_factory or self._new_cluster
+        self._sourced = SourcedClusters(provider="capi", logger=log)
+        self._view: Cluster | None = None
+
+    def __repr__(self) -> str:
+        return f"ClusterAPIProvider(namespace={self.namespace!r})"
+
+    # -- Provider --------------------------------------------------------------------------------
+
+    async def get(self, name: ClusterName) -> Cluster:
+        """The engaged cluster ``name`` (``"<namespace>/<cluster>"``); ``ClusterNotFoundError`` else."""
+        return await self._sourced.get(name)
+
+    async def index_field(self, kind: Any, field: str, extract: Callable[[Any], list[str]]) -> None:
+        """Index ``field`` of ``kind`` on every current and future cluster."""
+        await self._sourced.index_field(kind, field, extract)
+
+    def names(self) -> list[str]:
+        """The engaged cluster names, sorted."""
+        return self._sourced.names()
+
+    def problems(self) -> list[Problem]:
+        """Clusters that yield no engaged cluster right now, and why (never credential values)."""
+        return self._sourced.problems()
+
+    async def start(self, aware: Aware) -> None:
+        """Watch Clusters and their kubeconfig Secrets; engage ready ones with ``aware`` until cancelled.
+
+        Raises ``ValueError`` when there is no management cluster. Cancelling disengages every
+        cluster, stops the private cache and controller, and re-raises ``CancelledError``.
+        """
+        management = host_cluster(aware, self._management, provider="capi")
+        namespaces = None if self.namespace is None else {self.namespace: NamespaceConfig()}
+        options = CacheOptions(
+            default_namespaces=namespaces,
+            by_object={"v1/Secret": ByObject(label_selector=CLUSTER_NAME_LABEL)},
+        )
+        view = Cluster(management.config, name=f"{self.controller_name}-management", cache_options=options)
+        controller = Controller(self.controller_name, self._reconcile, need_leader_election=False)
+        controller.watch(Kind(CLUSTER, engage_provider=False))
+        controller.watch(
+            Kind("v1/Secret", EnqueueRequestsFromMapFunc(_cluster_of_secret), engage_provider=False)
+        )
+        self._view = view
+        try:
+            await run_sourced(self._sourced, aware, controller, view)
+        finally:
+            self._view = None
+
+    # -- reconcile -------------------------------------------------------------------------------
+
+    async def _reconcile(self, req: Request) -> None:
+        view = self._view
+        assert view is not None, "reconcile runs only while the provider is started"
+        name = f"{req.namespace}/{req.name}"
+        try:
+            obj = await view.client.get(CLUSTER, req.name, namespace=req.namespace)
+        except NotFoundError:
+            await self._sourced.discard(name, why=f"Cluster {name} was deleted")
+            return
+        if obj["metadata"].get("deletionTimestamp"):
+            await self._sourced.discard(name, why=f"Cluster {name} is being deleted")
+            return
+        if not self._is_ready(obj):
+            if name not in self._sourced.names():
+                reason = "not ready (its control plane is not initialized)"
+                await self._sourced.reject(name, source=f"Cluster {name}", reason=reason)
+            return
+        secret_name = f"{req.name}{_SUFFIX}"
+        source = f"Secret {req.namespace}/{secret_name} key {SECRET_KEY!r}"
+        try:
+            secret = await view.client.get("v1/Secret", secret_name, namespace=req.namespace)
+        except NotFoundError:
+            reason = f"not found (or without the {CLUSTER_NAME_LABEL} label Cluster API sets)"
+            await self._sourced.reject(name, source=source, reason=reason)
+            return
+        encoded = (secret.get("data") or {}).get(SECRET_KEY)
+        if not encoded:
+            await self._sourced.reject(name, source=source, reason="missing or empty: no kubeconfig")
+            return
+        data = base64.b64decode(encoded)
+
+        async def build() -> Cluster:
+            config = await RestConfig.from_kubeconfig_data_async(data, source=source)
+            return self._factory(config, name)
+
+        await self._sourced.apply(name, source=source, fingerprint=fingerprint(data), build=build)
+
+    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
+        return Cluster(config, name=name, **self._cluster_options)
+
+
+def _cluster_of_secret(secret: Any) -> Iterable[Request]:
+    meta = secret.get("metadata") or {}
+    name = meta.get("name", "")
+    cluster = (meta.get("labels") or {}).get(CLUSTER_NAME_LABEL)
+    # Only the kubeconfig Secret of a cluster matters (Cluster API also labels CA and etcd Secrets).
+    if cluster and name == f"{cluster}{_SUFFIX}":
+        return [Request(meta.get("namespace", ""), cluster)]
+    return []
