@@ -1,0 +1,69 @@
+"""examples/namespace.py against an mcr-envtest server."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from mcr.cluster import Cluster
+from mcr.errors import NotFoundError
+from mcr.testing import eventually
+
+from .conftest import configmap, make_namespace
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"mcr_example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def settings_of(admin: Cluster, namespace: str) -> Any:
+    async def check() -> dict[str, str] | None:
+        try:
+            cm = await admin.api_reader.get("v1/ConfigMap", "tenant-settings", namespace=namespace)
+        except NotFoundError:
+            return None
+        return dict(cm.get("data") or {})
+
+    return check
+
+
+async def test_every_tenant_namespace_gets_its_settings(
+    apiserver: Any, admin: Cluster, tmp_path: Path
+) -> None:
+    example = load_example("namespace")
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump(apiserver.kubeconfig))
+    await make_namespace(admin, "tenant-a", {"tenant": "true"})
+    await make_namespace(admin, "not-a-tenant")
+    await admin.api_reader.create(configmap("seed", namespace="not-a-tenant"))
+    runner = asyncio.create_task(example.main(["--kubeconfig", str(config), "--selector", "tenant=true"]))
+    try:
+        await eventually(lambda: _is(settings_of(admin, "tenant-a"), {"tenant": "tenant-a"}), timeout=30)
+        # A tenant created later; a deleted settings ConfigMap comes back.
+        await make_namespace(admin, "tenant-b", {"tenant": "true"})
+        await eventually(lambda: _is(settings_of(admin, "tenant-b"), {"tenant": "tenant-b"}), timeout=30)
+        await admin.api_reader.delete("v1/ConfigMap", "tenant-settings", namespace="tenant-a")
+        await eventually(lambda: _is(settings_of(admin, "tenant-a"), {"tenant": "tenant-a"}), timeout=30)
+        assert await settings_of(admin, "not-a-tenant")() is None
+        assert not runner.done()
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+
+
+async def _is(check: Any, expected: dict[str, str]) -> bool:
+    return bool(await check() == expected)
