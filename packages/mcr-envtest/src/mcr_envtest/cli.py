@@ -1,4 +1,4 @@
-"""``mcr-envtest serve`` and ``mcr-envtest fleet up|down|add|remove``.
+"""``mcr-envtest serve``, ``mcr-envtest fleet up|down|add|remove`` and ``mcr-envtest kind ...``.
 
 ``serve`` and ``fleet up`` run until SIGINT/SIGTERM (or ``fleet down``); ``fleet down``, ``add``
 and ``remove`` control a fleet started with ``fleet up --dir D`` from another terminal (see
@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--state-dir", help="keep each cluster's objects in <state-dir>/cluster-<i>")
     up.add_argument("--history-size", type=int, default=10000)
     _fleet_control_parsers(fsub)
+    sub.add_parser(
+        "kind", help="kind-compatible clusters: kind create|get|delete|version ...", add_help=False
+    )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     return p
 
@@ -158,6 +161,11 @@ async def _fleet_up(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mcr-envtest`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["kind"]:
+        from .kind import main as kind_main
+
+        return kind_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "serve":
         run = _serve
