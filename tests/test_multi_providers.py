@@ -1,0 +1,95 @@
+"""The MultiProvider composes provider distributions: kind clusters next to kubeconfig Secrets.
+
+Real servers only: kind clusters from mcr-envtest's kind-compatible command (on PATH as ``kind``),
+a host mcr-envtest server holding kubeconfig Secrets for member servers. One controller reconciles
+ConfigMaps in all of them; clusters are named ``kind#<kind cluster>`` and ``kc#<Secret>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import mcr
+from mcr.providers import MultiProvider
+from mcr.testing import eventually
+from mcr_provider_kind import KindProvider
+from mcr_provider_kubeconfig import KubeconfigProvider, kubeconfig_secret
+
+
+@pytest.fixture
+def kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    backend = shutil.which("mcr-envtest-kind")
+    assert backend is not None, "mcr-envtest must be installed"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "kind").symlink_to(backend)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("MCR_ENVTEST_KIND_HOME", str(tmp_path / "kind-home"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    try:
+        yield bin_dir / "kind"
+    finally:
+        subprocess.run(
+            [backend, "delete", "clusters", "--all"], capture_output=True, timeout=120, check=False
+        )
+
+
+def run_kind(*args: str) -> str:
+    return subprocess.run(["kind", *args], capture_output=True, text=True, check=True, timeout=120).stdout
+
+
+def configmap(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
+
+
+async def test_kind_and_kubeconfig_providers_side_by_side(kind: Path, fleet: Any) -> None:
+    host, member = fleet(2).servers
+    await asyncio.to_thread(run_kind, "create", "cluster", "--name", "a")
+    admin = mcr.Cluster.from_kubeconfig(host.kubeconfig, name="admin")
+    await admin.api_reader.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleet"}})
+    await admin.api_reader.create(kubeconfig_secret("b", "fleet", yaml.safe_dump(member.kubeconfig)))
+
+    multi = MultiProvider()
+    await multi.add_provider("kind", KindProvider(poll_interval=0.1))
+    await multi.add_provider("kc", KubeconfigProvider("fleet"))  # the host is the manager's cluster
+    mgr = mcr.Manager(
+        mcr.RestConfig.from_kubeconfig(host.kubeconfig),
+        provider=multi,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+    )
+    seen: set[tuple[str, str]] = set()
+
+    async def reconcile(req: mcr.Request) -> None:
+        seen.add((req.cluster_name, req.name))
+
+    mcr.controller_managed_by(mgr).named("multi").for_("v1/ConfigMap").complete(reconcile)
+    runner = asyncio.create_task(mgr.start(handle_signals=False))
+    try:
+        await eventually(lambda: {"kind#a", "kc#b"} <= {i.name for i in mgr.clusters()}, timeout=30)
+        a = await mgr.get_cluster("kind#a")
+        b = await mgr.get_cluster("kc#b")
+        assert b.config.host == member.url
+        await a.client.create(configmap("from-kind"))
+        await b.client.create(configmap("from-secret"))
+        await eventually(lambda: {("kind#a", "from-kind"), ("kc#b", "from-secret")} <= seen, timeout=30)
+        assert ("kc#b", "from-kind") not in seen
+
+        # Each provider's clusters come and go on their own.
+        await asyncio.to_thread(run_kind, "delete", "cluster", "--name", "a")
+        await eventually(lambda: "kind#a" not in {i.name for i in mgr.clusters()}, timeout=30)
+        await b.client.create(configmap("still-here"))
+        await eventually(lambda: ("kc#b", "still-here") in seen, timeout=30)
+    finally:
+        mgr.stop()
+        await asyncio.wait_for(runner, 30)
+        await admin.stop()
