@@ -311,3 +311,34 @@ async def test_cluster_identity_reads_the_clusterset_id_or_falls_back(
     async with mcr.Cluster.from_kubeconfig(without.kubeconfig, name="b") as b:
         uid = (await b.api_reader.get("v1/Namespace", "kube-system"))["metadata"]["uid"]
         assert await cluster_id(b) == uid
+
+
+async def test_sharding_page_manager_owns_every_cluster_alone(
+    fleet: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcr.sharding import ShardedCoordinator
+
+    sample = _load(_tagged("sharding-manager"), "docs_sharding", monkeypatch)
+    host, member = fleet(2).servers
+    async with mcr.Cluster(mcr.RestConfig.from_kubeconfig(host.kubeconfig), name="setup") as setup:
+        await setup.api_reader.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "my-controller"}}
+        )
+    provider = ClustersProvider()
+    await provider.add("only", mcr.Cluster.from_kubeconfig(member.kubeconfig, name="only"))
+    config = mcr.RestConfig.from_kubeconfig(host.kubeconfig)
+    mgr = sample.sharded_manager(
+        config, provider, "replica-1", metrics_bind_address="0", health_probe_bind_address="0"
+    )
+    assert isinstance(mgr.coordinator, ShardedCoordinator)
+    task = await _running(mgr)
+    try:
+        # Alone, the replica owns the cluster once its first membership snapshot settled.
+        await eventually(
+            lambda: (
+                [(i.owner, i.running) for i in mgr.clusters() if i.name == "only"] == [("replica-1", True)]
+            ),
+            timeout=20,
+        )
+    finally:
+        await _stop(mgr, task)

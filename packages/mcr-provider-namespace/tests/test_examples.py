@@ -67,3 +67,53 @@ async def test_every_tenant_namespace_gets_its_settings(
 
 async def _is(check: Any, expected: dict[str, str]) -> bool:
     return bool(await check() == expected)
+
+
+async def test_sharded_replicas_split_the_namespaces_and_take_over(apiserver: Any, admin: Cluster) -> None:
+    from mcr.config import RestConfig
+    from mcr.sharding import owner
+
+    example = load_example("sharded_namespace")
+    tenants = [f"tenant-{i}" for i in range(6)]
+    for ns in tenants:
+        await make_namespace(admin, ns)
+    timings = {"lease_duration": 2.0, "renew_period": 0.5, "retry_period": 0.2}
+    config = RestConfig.from_kubeconfig(apiserver.kubeconfig)
+    replicas = {
+        name: example.setup(
+            config, identity=name, lease_namespace="default", controller_name=f"shard-owner-{name}", **timings
+        )
+        for name in ("r1", "r2")
+    }
+    tasks = {name: asyncio.create_task(m.start(handle_signals=False)) for name, m in replicas.items()}
+
+    async def markers() -> dict[str, str | None]:
+        return {ns: await marker(ns) for ns in tenants}
+
+    async def marker(ns: str) -> str | None:
+        try:
+            cm = await admin.api_reader.get("v1/ConfigMap", "shard-owner", namespace=ns)
+        except NotFoundError:
+            return None
+        return str(cm["data"]["replica"])
+
+    try:
+        expected = {ns: owner(ns, {"r1": 1.0, "r2": 1.0}) for ns in tenants}
+        assert set(expected.values()) == {"r1", "r2"}, "both replicas get namespaces"
+
+        async def split() -> bool:
+            return await markers() == expected
+
+        await eventually(split, timeout=30, message="each namespace marked by its owner")
+        # r1 stops: it hands its namespaces over; r2 marks every one.
+        replicas["r1"].stop()
+        await asyncio.wait_for(tasks["r1"], 30)
+
+        async def all_r2() -> bool:
+            return set((await markers()).values()) == {"r2"}
+
+        await eventually(all_r2, timeout=30, message="r2 took over after r1 stopped")
+    finally:
+        for name, m in replicas.items():
+            m.stop()
+            await asyncio.wait_for(tasks[name], 30)

@@ -208,6 +208,25 @@ class Controller:
             raise
         await eng.stop()
 
+    async def drain(self, name: str, timeout: float | None = None) -> bool:
+        """Stop taking work for cluster ``name`` and wait until its reconciles in flight finish.
+
+        Its watches stop and its queued requests are dropped; the engagement itself stays until
+        ``engage`` is cancelled. Returns ``False`` if reconciles still ran after ``timeout`` s.
+        """
+        eng = self._engagements.get(name)
+        if eng is not None:
+            await eng.stop()
+        self.queue.forget_cluster(name)
+        try:
+            async with asyncio.timeout(timeout):
+                # Polled: a hand-over is rare, and the workers' hot path stays free of signalling.
+                while any(req is not None and req.cluster_name == name for req in self._current):  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+        except TimeoutError:
+            return False
+        return True
+
     async def _disengage(self, eng: Engagement) -> None:
         await eng.stop()
         if self._engagements.get(eng.name) is not eng:

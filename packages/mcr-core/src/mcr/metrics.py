@@ -37,6 +37,10 @@ __all__ = [
     "REST_CLIENT_REQUEST_RETRIES_TOTAL",
     "REST_CLIENT_REQUEST_SIZE_BYTES",
     "REST_CLIENT_RESPONSE_SIZE_BYTES",
+    "SHARDING_ACQUISITIONS_TOTAL",
+    "SHARDING_HANDOVERS_TOTAL",
+    "SHARDING_OWNED_CLUSTERS",
+    "SHARDING_PEERS",
     "TERMINAL_RECONCILE_ERRORS_TOTAL",
     "WORKQUEUE_ADDS_TOTAL",
     "WORKQUEUE_DEPTH",
@@ -265,5 +269,34 @@ CLUSTER_ENGAGE_TOTAL = Counter(
     "mcr_cluster_engage_total",
     "Cluster engagements handled by the manager, by result (engaged, replaced, disengaged, failed, skipped).",
     ["result"],
+    registry=REGISTRY,
+)
+
+# --- sharding (mcr.sharding.ShardedCoordinator) --------------------------------------------------
+
+SHARDING_OWNED_CLUSTERS = Gauge(
+    "mcr_sharding_owned_clusters",
+    "Clusters this replica owns: it holds their fence Lease and runs their controllers.",
+    registry=REGISTRY,
+)
+
+SHARDING_PEERS = Gauge(
+    "mcr_sharding_peers",
+    "Live replicas (peer Leases renewed within the peer TTL), this one included.",
+    registry=REGISTRY,
+)
+
+SHARDING_ACQUISITIONS_TOTAL = Counter(
+    "mcr_sharding_acquisitions_total",
+    "Clusters this replica took over (acquired their fence Lease).",
+    registry=REGISTRY,
+)
+
+SHARDING_HANDOVERS_TOTAL = Counter(
+    "mcr_sharding_handovers_total",
+    "Clusters this replica stopped owning, by reason: rebalanced (another replica owns it now; "
+    "drained, then released), lost (the fence could not be renewed or was taken), released "
+    "(disengaged or stopping).",
+    ["reason"],
     registry=REGISTRY,
 )

@@ -8,7 +8,12 @@ ownership comes back). :class:`BasicCoordinator` owns every cluster: one replica
 election, runs everything. A sharded coordinator spreads clusters across replicas.
 
 A coordinator that needs a background loop (membership, leases) also has ``async def start()``;
-the manager then runs it as a runnable on every replica (``need_leader_election`` is honoured).
+the manager then runs it as a runnable on every replica (``need_leader_election`` is honoured). A
+coordinator with ``bind(manager)`` is handed its manager when the manager is created, and one with
+``owner_of(name)`` reports each cluster's owner in :meth:`mcr.Manager.clusters`. The ``run`` it is
+given also has ``await run.drain(timeout)``: the controllers stop taking work for the cluster and
+finish what is in flight — call it before cancelling ``run()`` to hand a cluster over gracefully.
+:class:`mcr.sharding.ShardedCoordinator` spreads clusters over replicas with Leases.
 """
 
 from __future__ import annotations

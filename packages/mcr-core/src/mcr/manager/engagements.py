@@ -20,7 +20,7 @@ import enum
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from mcr.manager.coordinator import Coordinator
     from mcr.multicluster import Aware
 
-__all__ = ["ClusterInfo", "ClusterState", "Engagements"]
+__all__ = ["ClusterInfo", "ClusterRun", "ClusterState", "Engagements"]
 
 log = logging.getLogger("mcr.manager")
 
@@ -66,6 +66,7 @@ class ClusterInfo:
     error: str | None
     engaged_at: float  # wall-clock time.time() of the engagement
     running: bool  # whether this replica runs its controllers (the coordinator said so)
+    owner: str | None = None  # the replica that owns it, when the coordinator shards clusters
 
 
 @dataclass(eq=False)
@@ -78,6 +79,22 @@ class _Engagement:
     aware_tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)  # per aware, while it is failing
     last_error: str | None = None
+
+
+class ClusterRun:
+    """What a coordinator is handed for one cluster: ``await run()`` engages every aware runnable
+    with it until cancelled; ``await run.drain(timeout)`` first lets them finish the work in flight
+    (a graceful hand-over to another replica)."""
+
+    def __init__(self, engagements: Engagements, eng: _Engagement) -> None:
+        self._engagements = engagements
+        self._eng = eng
+
+    def __call__(self) -> Coroutine[Any, Any, None]:
+        return self._engagements._run(self._eng)
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        return await self._engagements.drain(self._eng.name, timeout)
 
 
 class Engagements:
@@ -114,6 +131,7 @@ class Engagements:
         return sum(1 + len(e.aware_tasks) for e in self._table.values())
 
     def _info(self, eng: _Engagement, reports: list[dict[str, str]], standby: bool) -> ClusterInfo:
+        owner_of = getattr(self.coordinator, "owner_of", None)
         return ClusterInfo(
             name=eng.name,
             cluster=eng.cluster,
@@ -121,6 +139,7 @@ class Engagements:
             error=eng.last_error,
             engaged_at=eng.engaged_at,
             running=eng.running,
+            owner=owner_of(eng.name) if callable(owner_of) and eng.name else None,
         )
 
     @staticmethod
@@ -206,8 +225,18 @@ class Engagements:
         if self._table.get(eng.name) is eng:
             del self._table[eng.name]
 
+    async def drain(self, name: str, timeout: float | None = None) -> bool:
+        """Let every active aware with a ``drain`` stop taking work for ``name`` and finish what is
+        in flight (``timeout`` seconds at most); returns whether all of them finished."""
+        results = []
+        for aware in list(self._awares):
+            drain = getattr(aware, "drain", None)
+            if callable(drain):
+                results.append(bool(await drain(name, timeout)))
+        return all(results)
+
     async def _coordinate(self, eng: _Engagement, coordinate: bool) -> None:
-        run = functools.partial(self._run, eng)
+        run = ClusterRun(self, eng)
         if coordinate:
             await self.coordinator.coordinate(eng.name, eng.cluster, run)
         else:

@@ -134,6 +134,9 @@ class Manager:
         self._cluster_options = dict(cluster_options or {})
         self._local: Cluster | None = None
         self.coordinator: Coordinator = coordinator if coordinator is not None else BasicCoordinator()
+        bind = getattr(self.coordinator, "bind", None)
+        if callable(bind):
+            bind(self)
         self.graceful_shutdown_timeout = graceful_shutdown_timeout
         self._metrics_addr = parse_bind_address(metrics_bind_address)
         self._health_addr = parse_bind_address(health_probe_bind_address)

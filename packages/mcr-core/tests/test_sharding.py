@@ -1,0 +1,177 @@
+"""Sharding: rendezvous hashing and fence names; replicas in one process (membership, owners in
+Manager.clusters(), metrics, leader election). The multi-process guarantees are in
+test_sharding_processes.py."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import statistics
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from mcr import metrics
+from mcr.builder import controller_managed_by
+from mcr.cluster import Cluster
+from mcr.config import RestConfig
+from mcr.manager import Manager
+from mcr.providers import ClustersProvider
+from mcr.sharding import ShardedCoordinator, fence_name, owner, score
+from mcr.testing import eventually
+
+FAST = {"lease_duration": 2.0, "renew_period": 0.5, "retry_period": 0.2, "peer_ttl": 2.0}
+
+
+def test_weighted_rendezvous_shares_clusters_by_weight_and_moves_few() -> None:
+    clusters = [f"cluster-{i}" for i in range(6000)]
+    peers = {"a": 1.0, "b": 1.0, "c": 2.0}
+    owners = {c: owner(c, peers) for c in clusters}
+    shares = Counter(owners.values())
+    # Shares follow the weights (1:1:2) within 3 %.
+    assert abs(shares["c"] / len(clusters) - 0.5) < 0.03, shares
+    assert abs(shares["a"] / len(clusters) - 0.25) < 0.03, shares
+    # Stable: the same inputs give the same owners, whatever the dict order.
+    assert {c: owner(c, dict(reversed(list(peers.items())))) for c in clusters} == owners
+    # A peer joining takes clusters only for itself; one leaving gives away only its own.
+    joined = {c: owner(c, {**peers, "d": 1.0}) for c in clusters}
+    assert all(joined[c] in (owners[c], "d") for c in clusters)
+    assert abs(sum(joined[c] == "d" for c in clusters) / len(clusters) - 0.2) < 0.03
+    left = {c: owner(c, {"a": 1.0, "c": 2.0}) for c in clusters}
+    assert all(left[c] == owners[c] for c in clusters if owners[c] != "b")
+    assert owner("x", {}) is None
+
+
+def test_scores_are_finite_for_huge_weights_and_invalid_weights_are_refused() -> None:
+    # -ln(u)/w never overflows: no multiply of a 64-bit hash by the weight, u never 0 or 1.
+    values = [score(f"c{i}", "p", 1e300) for i in range(1000)] + [
+        score(f"c{i}", "p", 1e-300) for i in range(10)
+    ]
+    assert all(math.isfinite(v) and v > 0 for v in values)
+    heavy = Counter(owner(f"c{i}", {"light": 1.0, "heavy": 1e9}) for i in range(2000))
+    assert heavy["heavy"] == 2000
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="weight must be a positive number"):
+            score("c", "p", bad)
+    # The exponential scores of one peer have mean 1/w (a sanity check of the distribution).
+    assert abs(statistics.mean(score(f"c{i}", "p", 2.0) for i in range(20000)) - 0.5) < 0.02
+
+
+def test_fence_names_are_valid_short_and_distinct() -> None:
+    names = ["a_b", "a-b", "A-B", "/tmp/fleet/m1.kubeconfig+kind-m1", "x" * 300, "ns/name", "Ünïcode", "---"]
+    fences = [fence_name("mcr-shard", n) for n in names]
+    assert len(set(fences)) == len(names)
+    for f in fences:
+        assert len(f) <= 63
+        assert f[0].isalnum()
+        assert f[-1].isalnum()
+        assert set(f) <= set("abcdefghijklmnopqrstuvwxyz0123456789-")
+    assert fence_name("mcr-shard", "zoo").startswith("mcr-shard-zoo-")
+    assert fence_name("mcr-shard", "zoo") == fence_name("mcr-shard", "zoo")
+    with pytest.raises(ValueError, match="too long"):
+        fence_name("p" * 60, "x")
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="renew_period"):
+        ShardedCoordinator(lease_duration=1.0, renew_period=1.0)
+    with pytest.raises(ValueError, match="weight must be positive"):
+        ShardedCoordinator(weight=0)
+    c = ShardedCoordinator()
+    assert c.peer_ttl == c.lease_duration
+    assert c.peer_lease_name.startswith("mcr-peer-")
+
+
+_serial = itertools.count()
+
+
+async def _replica(host: Any, members: list[Any], identity: str, **manager: Any) -> tuple[Manager, list[str]]:
+    provider = ClustersProvider()
+    for i, server in enumerate(members):
+        await provider.add(f"member-{i}", Cluster.from_kubeconfig(server.kubeconfig, name=f"member-{i}"))
+    coordinator = ShardedCoordinator(namespace="default", identity=identity, **FAST)
+    mgr = Manager(
+        RestConfig.from_kubeconfig(host.kubeconfig),
+        provider=provider,
+        coordinator=coordinator,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        identity=identity,
+        **manager,
+    )
+    seen: list[str] = []
+
+    async def reconcile(req: Any) -> None:
+        seen.append(req.cluster_name)
+
+    controller_managed_by(mgr).named(f"sharded-{identity}-{next(_serial)}").for_("v1/Namespace").complete(
+        reconcile
+    )
+    return mgr, seen
+
+
+def _owners(mgr: Manager) -> dict[str, tuple[str | None, bool]]:
+    return {i.name: (i.owner, i.running) for i in mgr.clusters() if i.name}
+
+
+async def test_two_replicas_split_the_clusters_and_report_owners(fleet: Any) -> None:
+    servers = fleet(5).servers
+    host, members = servers[0], servers[1:]
+    a, seen_a = await _replica(host, members, "alpha")
+    b, seen_b = await _replica(host, members, "beta")
+    tasks = [asyncio.create_task(m.start(handle_signals=False)) for m in (a, b)]
+    try:
+        expected = {f"member-{i}": owner(f"member-{i}", {"alpha": 1.0, "beta": 1.0}) for i in range(4)}
+
+        def split() -> bool:
+            return all(
+                _owners(m) == {n: (o, o == me) for n, o in expected.items()}
+                for m, me in ((a, "alpha"), (b, "beta"))
+            )
+
+        await eventually(split, timeout=20, message="owners agreed and running where owned")
+        coordinator = a.coordinator
+        assert isinstance(coordinator, ShardedCoordinator)
+        assert coordinator.peers() == {"alpha": 1.0, "beta": 1.0}
+        assert coordinator.owned() == sorted(n for n, o in expected.items() if o == "alpha")
+        await eventually(lambda: {c for c in seen_a} == set(coordinator.owned()), timeout=20)
+        assert not set(seen_a) & set(seen_b), "a cluster reconciled on both replicas"
+        assert metrics.REGISTRY.get_sample_value("mcr_sharding_peers") == 2
+        assert metrics.REGISTRY.get_sample_value("mcr_sharding_acquisitions_total") >= len(expected)
+    finally:
+        for m in (a, b):
+            m.stop()
+        await asyncio.gather(*tasks)
+
+
+async def test_with_leader_election_the_leader_owns_every_cluster(fleet: Any) -> None:
+    servers = fleet(3).servers
+    host, members = servers[0], servers[1:]
+    le = {
+        "leader_election": True,
+        "leader_election_id": "sharded-le",
+        "leader_election_namespace": "default",
+        "lease_duration": 2.0,
+        "renew_deadline": 1.5,
+        "retry_period": 0.2,
+    }
+    a, seen_a = await _replica(host, members, "first", **le)
+    task_a = asyncio.create_task(a.start(handle_signals=False))
+    await eventually(lambda: a.elected.is_set(), timeout=10)
+    b, seen_b = await _replica(host, members, "second", **le)
+    task_b = asyncio.create_task(b.start(handle_signals=False))
+    try:
+        await eventually(lambda: set(seen_a) == {"member-0", "member-1"}, timeout=20)
+        coordinator = b.coordinator
+        assert isinstance(coordinator, ShardedCoordinator)
+        # The standby announces nothing, owns nothing, reconciles nothing.
+        assert coordinator.peers() == {}
+        assert coordinator.owned() == []
+        assert seen_b == []
+        assert {i.name: i.running for i in b.clusters() if i.name} == {"member-0": False, "member-1": False}
+    finally:
+        for m in (a, b):
+            m.stop()
+        await asyncio.gather(task_a, task_b)
