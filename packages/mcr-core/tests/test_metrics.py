@@ -166,3 +166,31 @@ async def test_scraped_metrics_move_with_reconciles(apiserver: ServerThread) -> 
     finally:
         mgr.stop()
         await asyncio.wait_for(task, 10)
+
+
+def test_importing_mcr_leaves_the_applications_metrics_alone() -> None:
+    """prometheus_client's process-wide settings are the application's: mcr changes none of them,
+    so an application's own counters keep their ``*_created`` series, while mcr's ``/metrics``
+    output leaves them out."""
+    import subprocess
+    import sys
+
+    code = (
+        "from prometheus_client import Counter, generate_latest\n"
+        "c = Counter('app_jobs', 'jobs'); c.inc()\n"
+        "before = generate_latest().decode()\n"
+        "import mcr, mcr.metrics\n"
+        "after = generate_latest().decode()\n"
+        "assert 'app_jobs_created' in before, before\n"
+        "assert 'app_jobs_created' in after, after\n"
+        "mcr.metrics.CLUSTER_ENGAGE_TOTAL.labels('engaged').inc()\n"
+        "served = generate_latest(mcr.metrics.SERVED).decode()\n"
+        "assert 'mcr_cluster_engage_total' in served and '_created' not in served, served\n"
+        "assert 'mcr_cluster_engage_created' in generate_latest(mcr.metrics.REGISTRY).decode()\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -29,7 +29,7 @@ from typing import Any, Literal, TextIO
 
 import orjson
 
-from mcr.reconcile import _current_request
+from mcr._context import CURRENT_REQUEST as _current_request
 
 __all__ = [
     "ContextFilter",

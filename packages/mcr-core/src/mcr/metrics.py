@@ -9,13 +9,18 @@ metric concerns one cluster, mcr adds a ``cluster`` label (``""`` is the local c
 Metrics are defined once, here; other modules import the objects and only call
 ``.labels(...)``. Users may register their own collectors on :data:`REGISTRY` too.
 
-The ``*_created`` series prometheus_client adds to counters and histograms by default are turned
-off when this module is imported: controller-runtime exposes none and they double the series count.
+The ``*_created`` series prometheus_client adds to counters and histograms are left out of what
+the manager's ``/metrics`` serves (:data:`SERVED`): controller-runtime exposes none and they double
+the series count. Importing mcr changes nothing in prometheus_client's process-wide settings, so
+an application's own metrics keep whatever it configured.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
 
 __all__ = [
     "ACTIVE_WORKERS",
@@ -37,6 +42,7 @@ __all__ = [
     "REST_CLIENT_REQUEST_RETRIES_TOTAL",
     "REST_CLIENT_REQUEST_SIZE_BYTES",
     "REST_CLIENT_RESPONSE_SIZE_BYTES",
+    "SERVED",
     "SHARDING_ACQUISITIONS_TOTAL",
     "SHARDING_HANDOVERS_TOTAL",
     "SHARDING_OWNED_CLUSTERS",
@@ -50,12 +56,29 @@ __all__ = [
     "WORKQUEUE_RETRIES_TOTAL",
     "WORKQUEUE_UNFINISHED_WORK_SECONDS",
     "WORKQUEUE_WORK_DURATION_SECONDS",
+    "WithoutCreated",
 ]
 
-disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """The registry every mcr metric is registered in; the manager's ``/metrics`` serves it."""
+
+
+class WithoutCreated:
+    """A registry's collection without the ``*_created`` samples (what ``/metrics`` serves)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            # Families are built afresh on every collection: trimming their samples is safe.
+            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family
+
+
+SERVED = WithoutCreated(REGISTRY)
+""":data:`REGISTRY` as the manager's ``/metrics`` endpoint serves it."""
 
 # --- controller (controller-runtime pkg/internal/controller/metrics) ---------------------------
 

@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
+from mcr._context import CURRENT_REQUEST
+
 __all__ = [
     "ReconcileFunc",
     "Reconciler",
@@ -79,9 +81,7 @@ class Reconciler(Protocol):
     def reconcile(self, req: Request) -> Awaitable[Result | None]: ...
 
 
-_current_request: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
-    "mcr_current_request", default=None
-)
+_current_request: contextvars.ContextVar[Request | None] = CURRENT_REQUEST
 """The request being reconciled in this task: set by the controller's workers around each reconcile
 (one variable, so a reconcile costs one set and one reset). :mod:`mcr.log` reads the request's
 cluster, namespace and name from it; tasks a reconciler creates inherit it."""

@@ -40,7 +40,7 @@ from mcr.manager.runnables import (
 )
 from mcr.manager.scoped import FieldIndexer, ScopedManager
 from mcr.manager.signals import handle_shutdown_signals, in_main_thread
-from mcr.metrics import ENGAGED_CLUSTERS, REGISTRY
+from mcr.metrics import ENGAGED_CLUSTERS, SERVED
 from mcr.multicluster import LOCAL_CLUSTER
 
 if TYPE_CHECKING:
@@ -398,7 +398,7 @@ class Manager:
     async def _start_all(self) -> None:
         if self._metrics_addr is not None:
             self._metrics_server = HTTPServer(
-                "metrics", metrics_app(REGISTRY, before=refresh_engagement_metrics), *self._metrics_addr
+                "metrics", metrics_app(SERVED, before=refresh_engagement_metrics), *self._metrics_addr
             )
             self._servers.append(self._metrics_server)
             await self._metrics_server.start()

@@ -17,7 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
 
 __all__ = ["Check", "HTTPServer", "ProbeSet", "health_app", "metrics_app", "parse_bind_address"]
 
@@ -103,7 +104,7 @@ def health_app(healthz: ProbeSet, readyz: ProbeSet) -> web.Application:
     return app
 
 
-def metrics_app(registry: CollectorRegistry, *, before: Callable[[], None] | None = None) -> web.Application:
+def metrics_app(registry: Collector, *, before: Callable[[], None] | None = None) -> web.Application:
     """``/metrics`` serving ``registry``; ``before`` runs in the event loop ahead of each scrape."""
 
     async def metrics(request: web.Request) -> web.Response:
