@@ -14,10 +14,13 @@ benchmark pins itself to CPU 1) holding N ConfigMaps. Each measurement uses a fr
 - ``list`` (a cluster's initial list, the harder case: the informer's per-object cost is lowest
   there): from informer start (floor) or engagement (subject) until N events or reconciles.
 
-Floor: a counting event handler on the ConfigMap informer, taking the informer's batch deliveries
-(``on_adds``, ``on_events``) as the controller's source does. Subject: a Controller with
-``Kind(ConfigMap)`` and a no-op async reconcile; its window includes flushing the metrics
-recorded for those reconciles to Prometheus.
+Floor (PERFORMANCE.md's, B1's floor client): a raw reader of the same stream — aiohttp chunks split
+into lines, ``orjson.loads``, a dict cache keyed by namespace/name. The ratio B2 is judged by is
+the subject's rate over this floor's. Second figure: a counting event handler on mcr's own
+ConfigMap informer, taking its batch deliveries (``on_adds``, ``on_events``) as the controller's
+source does (the subject over mcr's informer, and the informer over the raw reader). Subject: a
+Controller with ``Kind(ConfigMap)`` and a no-op async reconcile; its window includes flushing the
+metrics recorded for those reconciles to Prometheus.
 
 Both rates are reported per second of this process's CPU time (``time.process_time``), which
 leaves out time spent waiting for the server (the server's speed is not what B2 measures and on
@@ -38,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 SERVER_SCRIPT = r"""
@@ -192,6 +196,72 @@ async def _floor(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) 
         await cluster.stop()
 
 
+async def _raw(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) -> Rates:
+    """PERFORMANCE.md's floor client: aiohttp chunks split into lines, orjson, a dict cache."""
+    import base64
+    import ssl
+
+    import aiohttp
+    import orjson
+    import yaml
+
+    kc = yaml.safe_load(await asyncio.to_thread(Path(server.kubeconfig).read_text))
+    cl, user = kc["clusters"][0]["cluster"], kc["users"][0]["user"]
+    ctx = ssl.create_default_context(cadata=base64.b64decode(cl["certificate-authority-data"]).decode())
+    url = f"{cl['server']}/api/v1/namespaces/bench/configmaps"
+    cache: dict[str, Any] = {}
+    loads = orjson.loads
+    async with aiohttp.ClientSession(
+        headers={"Authorization": f"Bearer {user['token']}"}, connector=aiohttp.TCPConnector(ssl=ctx)
+    ) as session:
+        window = _Window()
+        async with session.get(url) as resp:
+            listed = loads(await resp.read())
+        for obj in listed["items"]:
+            m = obj["metadata"]
+            cache[f"{m['namespace']}/{m['name']}"] = obj
+        if not watch:
+            return window.rates(n)
+        counter = _Counter(n)
+        query = {
+            "watch": "1",
+            "resourceVersion": listed["metadata"]["resourceVersion"],
+            "allowWatchBookmarks": "1",
+        }
+
+        async def read() -> None:
+            async with session.get(url, params=query, timeout=aiohttp.ClientTimeout(total=None)) as stream:
+                rest = b""
+                async for chunk in stream.content.iter_any():
+                    lines = (rest + chunk).split(b"\n")
+                    rest = lines.pop()
+                    for line in lines:
+                        if not line:
+                            continue
+                        event = loads(line)
+                        if event["type"] == "BOOKMARK":
+                            continue
+                        m = event["object"]["metadata"]
+                        cache[f"{m['namespace']}/{m['name']}"] = event["object"]
+                        counter.count += 1
+                    if counter.count >= counter.n:
+                        counter.done.set()
+
+        reader = asyncio.create_task(read())
+        try:
+            gc.collect()
+            window = _Window()
+            for cycle in range(1, cycles + 1):
+                counter.n = n * cycle
+                counter.done.clear()
+                server.update_all()
+                await asyncio.wait_for(counter.done.wait(), 300)
+            return window.rates(n * cycles)
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
+
 async def _subject(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) -> Rates:
     from mcr.cluster import Cluster
     from mcr.controller import Controller
@@ -241,22 +311,27 @@ async def _subject(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES
         await cluster.stop()
 
 
-def _summary(floors: list[Rates], subjects: list[Rates]) -> dict[str, float]:
+def _summary(raws: list[Rates], floors: list[Rates], subjects: list[Rates]) -> dict[str, float]:
+    raw_cpu = statistics.median(r[0] for r in raws)
     floor_cpu = statistics.median(f[0] for f in floors)
     subject_cpu = statistics.median(s[0] for s in subjects)
     floor_wall = statistics.median(f[1] for f in floors)
     subject_wall = statistics.median(s[1] for s in subjects)
-    paired = sorted(s[0] / f[0] for f, s in zip(floors, subjects, strict=True))
+    paired = sorted(s[0] / r[0] for r, s in zip(raws, subjects, strict=True))
     return {
+        "raw_reader_events_per_cpu_s": raw_cpu,
         "informer_events_per_cpu_s": floor_cpu,
         "reconciles_per_cpu_s": subject_cpu,
-        "ratio_cpu": subject_cpu / floor_cpu,
+        "ratio_cpu": subject_cpu / raw_cpu,
         "ratio_cpu_paired_median": statistics.median(paired),
         "ratio_cpu_paired_min": paired[0],
         "ratio_cpu_paired_max": paired[-1],
+        "ratio_cpu_vs_informer": subject_cpu / floor_cpu,
+        "informer_ratio_to_raw": floor_cpu / raw_cpu,
+        "raw_reader_events_per_wall_s": statistics.median(r[1] for r in raws),
         "informer_events_per_wall_s": floor_wall,
         "reconciles_per_wall_s": subject_wall,
-        "ratio_wall": subject_wall / floor_wall,
+        "ratio_wall_vs_informer": subject_wall / floor_wall,
     }
 
 
@@ -269,13 +344,14 @@ async def run_b2(n: int, rounds: int = 15) -> dict[str, dict[str, float]]:
     with _server(n) as server:
         for workload in ("watch", "list"):
             watch = workload == "watch"
+            raws: list[Rates] = []
             floors: list[Rates] = []
             subjects: list[Rates] = []
             for _ in range(rounds):
                 # Each measurement starts without the previous one's garbage (a stopped cache is
                 # a reference cycle): otherwise a full collection of it lands in a random window.
-                for runs, measure in ((floors, _floor), (subjects, _subject)):
+                for runs, measure in ((raws, _raw), (floors, _floor), (subjects, _subject)):
                     gc.collect()
                     runs.append(await measure(server, n, watch=watch))
-            results[workload] = _summary(floors, subjects)
+            results[workload] = _summary(raws, floors, subjects)
     return results

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 from collections.abc import AsyncIterator, Callable
@@ -14,7 +13,7 @@ import yaml
 
 from mcr.cluster import Cluster
 from mcr.errors import NotFoundError
-from mcr.testing import RecordingAware, eventually
+from mcr.testing import RecordingAware, eventually, providers_started
 from mcr_provider_capi import CLUSTER, CLUSTER_CRD, CLUSTER_NAME_LABEL, ClusterAPIProvider
 
 
@@ -85,16 +84,6 @@ async def management(fleet: Any) -> AsyncIterator[Management]:
 
 @pytest.fixture
 async def run() -> AsyncIterator[Callable[[ClusterAPIProvider], RecordingAware]]:
-    """Start a provider with a RecordingAware; cancelled and awaited at the end of the test."""
-    tasks: list[asyncio.Task[None]] = []
-
-    def start(provider: ClusterAPIProvider) -> RecordingAware:
-        aware = RecordingAware()
-        tasks.append(asyncio.create_task(provider.start(aware)))
-        return aware
-
-    yield start
-    for task in tasks:
-        task.cancel()
-    results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    """Start providers with a RecordingAware each; cancelled and awaited at the end of the test."""
+    async with providers_started() as start:
+        yield start

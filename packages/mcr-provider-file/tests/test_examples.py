@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import shutil
 import signal
 import sys
@@ -16,20 +15,14 @@ import pytest
 
 from mcr.cluster import Cluster
 from mcr.errors import ClusterNotFoundError, NotFoundError
-from mcr.testing import eventually
+from mcr.testing import eventually, import_script
 from mcr_provider_file import FileProvider
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def load_example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"mcr_example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_script(EXAMPLES / f"{name}.py")
 
 
 @pytest.fixture

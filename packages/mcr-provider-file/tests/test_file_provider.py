@@ -17,7 +17,7 @@ import yaml
 import mcr.providers
 from mcr.errors import ClusterNotFoundError
 from mcr.multicluster import Provider, ProviderRunnable
-from mcr.testing import RecordingAware, check_provider, eventually
+from mcr.testing import RecordingAware, check_provider, eventually, providers_started
 from mcr_provider_file import DEFAULT_GLOBS, FileProvider, Problem
 
 
@@ -28,19 +28,9 @@ def servers(fleet: Any) -> list[Any]:
 
 @pytest.fixture
 async def run() -> AsyncIterator[Callable[[FileProvider], RecordingAware]]:
-    """Start a provider with a RecordingAware; cancelled and awaited at the end of the test."""
-    tasks: list[asyncio.Task[None]] = []
-
-    def start(provider: FileProvider) -> RecordingAware:
-        aware = RecordingAware()
-        tasks.append(asyncio.create_task(provider.start(aware)))
-        return aware
-
-    yield start
-    for task in tasks:
-        task.cancel()
-    results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    """Start providers with a RecordingAware each; cancelled and awaited at the end of the test."""
+    async with providers_started() as start:
+        yield start
 
 
 def test_implements_the_protocols(tmp_path: Path) -> None:

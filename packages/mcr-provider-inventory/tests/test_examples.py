@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,7 +13,7 @@ import yaml
 
 from mcr.cluster import Cluster
 from mcr.config import RestConfig
-from mcr.testing import eventually
+from mcr.testing import eventually, import_script
 from mcr_provider_inventory import CLUSTER_PROFILE, ClusterProfileProvider
 
 from .conftest import Hub
@@ -24,13 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def load_example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"mcr_example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_script(EXAMPLES / f"{name}.py")
 
 
 async def stamps(member: Cluster, name: str, annotation: str) -> str | None:

@@ -17,7 +17,7 @@ import mcr.providers
 from mcr.cluster import Cluster
 from mcr.errors import ClusterNotFoundError
 from mcr.multicluster import Provider, ProviderRunnable
-from mcr.testing import RecordingAware, check_provider, eventually
+from mcr.testing import RecordingAware, check_provider, eventually, providers_started
 from mcr_provider_inventory import (
     CLUSTER_PROFILE,
     AccessConfigError,
@@ -30,19 +30,9 @@ from .conftest import Hub, status
 
 @pytest.fixture
 async def run() -> AsyncIterator[Callable[[ClusterProfileProvider], RecordingAware]]:
-    """Start a provider with a RecordingAware; cancelled and awaited at the end of the test."""
-    tasks: list[asyncio.Task[None]] = []
-
-    def start(provider: ClusterProfileProvider) -> RecordingAware:
-        aware = RecordingAware()
-        tasks.append(asyncio.create_task(provider.start(aware)))
-        return aware
-
-    yield start
-    for task in tasks:
-        task.cancel()
-    results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    """Start providers with a RecordingAware each; cancelled and awaited at the end of the test."""
+    async with providers_started() as start:
+        yield start
 
 
 async def namespaces_of(cluster: Cluster) -> list[str]:

@@ -14,7 +14,7 @@ import mcr.plugins
 import mcr.providers
 from mcr.errors import ClusterNotFoundError
 from mcr.multicluster import Provider, ProviderRunnable
-from mcr.testing import RecordingAware, check_provider, eventually
+from mcr.testing import RecordingAware, check_provider, eventually, providers_started
 from mcr_provider_kind import KindError, KindNotFoundError, KindProvider, __version__
 
 from .conftest import Kind
@@ -22,18 +22,9 @@ from .conftest import Kind
 
 @pytest.fixture
 async def run() -> AsyncIterator[Callable[[KindProvider], RecordingAware]]:
-    tasks: list[asyncio.Task[None]] = []
-
-    def start(provider: KindProvider) -> RecordingAware:
-        aware = RecordingAware()
-        tasks.append(asyncio.create_task(provider.start(aware)))
-        return aware
-
-    yield start
-    for task in tasks:
-        task.cancel()
-    results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    """Start providers with a RecordingAware each; cancelled and awaited at the end of the test."""
+    async with providers_started() as start:
+        yield start
 
 
 def test_options_and_registration() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ import yaml
 
 from mcr.cluster import Cluster
 from mcr.errors import NotFoundError
-from mcr.testing import RecordingAware
+from mcr.testing import RecordingAware, providers_started
 from mcr_provider_kubeconfig import DEFAULT_LABEL, KubeconfigProvider, kubeconfig_secret
 
 
@@ -62,16 +61,6 @@ async def host(fleet: Any) -> AsyncIterator[Host]:
 
 @pytest.fixture
 async def run() -> AsyncIterator[Callable[[KubeconfigProvider], RecordingAware]]:
-    """Start a provider with a RecordingAware; cancelled and awaited at the end of the test."""
-    tasks: list[asyncio.Task[None]] = []
-
-    def start(provider: KubeconfigProvider) -> RecordingAware:
-        aware = RecordingAware()
-        tasks.append(asyncio.create_task(provider.start(aware)))
-        return aware
-
-    yield start
-    for task in tasks:
-        task.cancel()
-    results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    """Start providers with a RecordingAware each; cancelled and awaited at the end of the test."""
+    async with providers_started() as start:
+        yield start

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import yaml
 
 from mcr.config import RestConfig
-from mcr.testing import eventually
+from mcr.testing import eventually, import_script
 from mcr_provider_kubeconfig import KubeconfigProvider
 
 from .conftest import Host
@@ -21,13 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def load_example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"mcr_example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_script(EXAMPLES / f"{name}.py")
 
 
 async def test_create_secret_then_the_controller_inventories_the_cluster(host: Host, tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -11,7 +10,7 @@ import pytest
 
 from mcr.cluster import Cluster
 from mcr.errors import AlreadyExistsError, NotFoundError
-from mcr.testing import RecordingAware, eventually
+from mcr.testing import RecordingAware, eventually, providers_started
 from mcr_provider_namespace import NamespaceProvider
 
 
@@ -67,16 +66,6 @@ async def admin(apiserver: Any) -> AsyncIterator[Cluster]:
 
 @pytest.fixture
 async def run() -> AsyncIterator[Callable[[NamespaceProvider], RecordingAware]]:
-    """Start a provider with a RecordingAware; cancelled and awaited at the end of the test."""
-    tasks: list[asyncio.Task[None]] = []
-
-    def start(provider: NamespaceProvider) -> RecordingAware:
-        aware = RecordingAware()
-        tasks.append(asyncio.create_task(provider.start(aware)))
-        return aware
-
-    yield start
-    for task in tasks:
-        task.cancel()
-    results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    """Start providers with a RecordingAware each; cancelled and awaited at the end of the test."""
+    async with providers_started() as start:
+        yield start

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,7 +11,7 @@ import yaml
 
 from mcr.cluster import Cluster
 from mcr.errors import NotFoundError
-from mcr.testing import eventually
+from mcr.testing import eventually, import_script
 
 from .conftest import configmap, make_namespace
 
@@ -21,13 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def load_example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"mcr_example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_script(EXAMPLES / f"{name}.py")
 
 
 def settings_of(admin: Cluster, namespace: str) -> Any:

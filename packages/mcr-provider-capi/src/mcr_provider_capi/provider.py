@@ -31,13 +31,14 @@ from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.providers import Problem, SourcedClusters, fingerprint, host_cluster, run_sourced
+from mcr.providers import SourcedProvider, fingerprint, host_cluster, run_sourced
+from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
 from mcr_provider_capi.crd import GROUP, KIND, VERSION
 
 if TYPE_CHECKING:
-    from mcr.multicluster import Aware, ClusterName
+    from mcr.multicluster import Aware
 
 __all__ = ["CLUSTER", "CLUSTER_NAME_LABEL", "SECRET_KEY", "ClusterAPIProvider", "control_plane_initialized"]
 
@@ -51,7 +52,6 @@ SECRET_KEY = "value"
 """The data key of the kubeconfig in a ``<cluster>-kubeconfig`` Secret."""
 _SUFFIX = "-kubeconfig"
 
-ClusterFactory = Callable[[RestConfig, str], Cluster]
 IsReady = Callable[[Mapping[str, Any]], bool]
 
 
@@ -60,7 +60,7 @@ def control_plane_initialized(obj: Mapping[str, Any]) -> bool:
     return ((obj.get("status") or {}).get("initialization") or {}).get("controlPlaneInitialized") is True
 
 
-class ClusterAPIProvider:
+class ClusterAPIProvider(SourcedProvider):
     """Clusters from the Cluster API ``Cluster`` objects of a management cluster (see the module docs).
 
     ``namespace`` limits the Clusters (and Secrets) watched to one namespace (default: all).
@@ -86,31 +86,15 @@ class ClusterAPIProvider:
         self.controller_name = controller_name
         self._is_ready = is_ready
         self._management = cluster
-        self._cluster_options = dict(cluster_options or {})
-        self._factory = cluster_factory or self._new_cluster
-        self._sourced = SourcedClusters(provider="capi", logger=log)
+        super().__init__(
+            provider="capi", logger=log, cluster_options=cluster_options, cluster_factory=cluster_factory
+        )
         self._view: Cluster | None = None
 
     def __repr__(self) -> str:
         return f"ClusterAPIProvider(namespace={self.namespace!r})"
 
-    # -- Provider --------------------------------------------------------------------------------
-
-    async def get(self, name: ClusterName) -> Cluster:
-        """The engaged cluster ``name`` (``"<namespace>/<cluster>"``); ``ClusterNotFoundError`` else."""
-        return await self._sourced.get(name)
-
-    async def index_field(self, kind: Any, field: str, extract: Callable[[Any], list[str]]) -> None:
-        """Index ``field`` of ``kind`` on every current and future cluster."""
-        await self._sourced.index_field(kind, field, extract)
-
-    def names(self) -> list[str]:
-        """The engaged cluster names, sorted."""
-        return self._sourced.names()
-
-    def problems(self) -> list[Problem]:
-        """Clusters that yield no engaged cluster right now, and why (never credential values)."""
-        return self._sourced.problems()
+    # -- running ---------------------------------------------------------------------------------
 
     async def start(self, aware: Aware) -> None:
         """Watch Clusters and their kubeconfig Secrets; engage ready ones with ``aware`` until cancelled.
@@ -132,7 +116,7 @@ class ClusterAPIProvider:
         )
         self._view = view
         try:
-            await run_sourced(self._sourced, aware, controller, view)
+            await run_sourced(self.sourced, aware, controller, view)
         finally:
             self._view = None
 
@@ -145,15 +129,15 @@ class ClusterAPIProvider:
         try:
             obj = await view.client.get(CLUSTER, req.name, namespace=req.namespace)
         except NotFoundError:
-            await self._sourced.discard(name, why=f"Cluster {name} was deleted")
+            await self.sourced.discard(name, why=f"Cluster {name} was deleted")
             return
         if obj["metadata"].get("deletionTimestamp"):
-            await self._sourced.discard(name, why=f"Cluster {name} is being deleted")
+            await self.sourced.discard(name, why=f"Cluster {name} is being deleted")
             return
         if not self._is_ready(obj):
-            if name not in self._sourced.names():
+            if name not in self.sourced.names():
                 reason = "not ready (its control plane is not initialized)"
-                await self._sourced.reject(name, source=f"Cluster {name}", reason=reason)
+                await self.sourced.reject(name, source=f"Cluster {name}", reason=reason)
             return
         secret_name = f"{req.name}{_SUFFIX}"
         source = f"Secret {req.namespace}/{secret_name} key {SECRET_KEY!r}"
@@ -161,22 +145,19 @@ class ClusterAPIProvider:
             secret = await view.client.get("v1/Secret", secret_name, namespace=req.namespace)
         except NotFoundError:
             reason = f"not found (or without the {CLUSTER_NAME_LABEL} label Cluster API sets)"
-            await self._sourced.reject(name, source=source, reason=reason)
+            await self.sourced.reject(name, source=source, reason=reason)
             return
         encoded = (secret.get("data") or {}).get(SECRET_KEY)
         if not encoded:
-            await self._sourced.reject(name, source=source, reason="missing or empty: no kubeconfig")
+            await self.sourced.reject(name, source=source, reason="missing or empty: no kubeconfig")
             return
         data = base64.b64decode(encoded)
 
         async def build() -> Cluster:
             config = await RestConfig.from_kubeconfig_data_async(data, source=source)
-            return self._factory(config, name)
+            return self.make_cluster(config, name)
 
-        await self._sourced.apply(name, source=source, fingerprint=fingerprint(data), build=build)
-
-    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
-        return Cluster(config, name=name, **self._cluster_options)
+        await self.sourced.apply(name, source=source, fingerprint=fingerprint(data), build=build)
 
 
 def _cluster_of_secret(secret: Any) -> Iterable[Request]:

@@ -38,14 +38,15 @@ from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.providers import Problem, SourcedClusters, fingerprint, host_cluster, run_sourced
+from mcr.providers import SourcedProvider, fingerprint, host_cluster, run_sourced
+from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
 from mcr_provider_inventory.access import AccessProviders, NoAccessProviderError
 from mcr_provider_inventory.crd import GROUP, KIND, VERSION
 
 if TYPE_CHECKING:
-    from mcr.multicluster import Aware, ClusterName
+    from mcr.multicluster import Aware
 
 __all__ = [
     "CLUSTER_PROFILE",
@@ -67,7 +68,6 @@ PROFILE_LABEL = "x-k8s.io/cluster-profile"
 SECRET_KEY = "Config"
 """Secret strategy: the data key holding the kubeconfig."""
 
-ClusterFactory = Callable[[RestConfig, str], Cluster]
 IsReady = Callable[[Mapping[str, Any]], bool]
 
 
@@ -79,7 +79,7 @@ def control_plane_healthy(profile: Mapping[str, Any]) -> bool:
     return False
 
 
-class ClusterProfileProvider:
+class ClusterProfileProvider(SourcedProvider):
     """Clusters from the ClusterProfiles of a hub cluster (see the module docs).
 
     Exactly one credential strategy: ``access_providers`` (an :class:`AccessProviders`, its
@@ -124,32 +124,16 @@ class ClusterProfileProvider:
         self.controller_name = controller_name
         self._is_ready = is_ready
         self._hub = cluster
-        self._cluster_options = dict(cluster_options or {})
-        self._factory = cluster_factory or self._new_cluster
-        self._sourced = SourcedClusters(provider="inventory", logger=log)
+        super().__init__(
+            provider="inventory", logger=log, cluster_options=cluster_options, cluster_factory=cluster_factory
+        )
         self._view: Cluster | None = None
 
     def __repr__(self) -> str:
         strategy = f"consumer_name={self.consumer_name!r}" if self.consumer_name else "access_providers"
         return f"ClusterProfileProvider({strategy}, namespace={self.namespace!r})"
 
-    # -- Provider --------------------------------------------------------------------------------
-
-    async def get(self, name: ClusterName) -> Cluster:
-        """The engaged cluster ``name`` (``"<namespace>/<profile>"``); ``ClusterNotFoundError`` else."""
-        return await self._sourced.get(name)
-
-    async def index_field(self, kind: Any, field: str, extract: Callable[[Any], list[str]]) -> None:
-        """Index ``field`` of ``kind`` on every current and future cluster."""
-        await self._sourced.index_field(kind, field, extract)
-
-    def names(self) -> list[str]:
-        """The engaged cluster names, sorted."""
-        return self._sourced.names()
-
-    def problems(self) -> list[Problem]:
-        """Profiles that yield no cluster right now, and why (never credential values)."""
-        return self._sourced.problems()
+    # -- running ---------------------------------------------------------------------------------
 
     async def start(self, aware: Aware) -> None:
         """Watch the hub's ClusterProfiles and engage their clusters with ``aware`` until cancelled.
@@ -171,7 +155,7 @@ class ClusterProfileProvider:
             )
         self._view = view
         try:
-            await run_sourced(self._sourced, aware, controller, view)
+            await run_sourced(self.sourced, aware, controller, view)
         finally:
             self._view = None
 
@@ -191,15 +175,15 @@ class ClusterProfileProvider:
         try:
             profile = await view.client.get(CLUSTER_PROFILE, req.name, namespace=req.namespace)
         except NotFoundError:
-            await self._sourced.discard(name, why=f"ClusterProfile {name} was deleted")
+            await self.sourced.discard(name, why=f"ClusterProfile {name} was deleted")
             return
         if profile["metadata"].get("deletionTimestamp"):
-            await self._sourced.discard(name, why=f"ClusterProfile {name} is being deleted")
+            await self.sourced.discard(name, why=f"ClusterProfile {name} is being deleted")
             return
         source = f"ClusterProfile {name}"
         if not self._is_ready(profile):
-            if name not in self._sourced.names():
-                await self._sourced.reject(
+            if name not in self.sourced.names():
+                await self.sourced.reject(
                     name, source=source, reason="not ready (ControlPlaneHealthy is not True)"
                 )
             return
@@ -214,15 +198,15 @@ class ClusterProfileProvider:
         try:
             kubeconfig = providers.kubeconfig_for(profile)
         except (NoAccessProviderError, ValueError) as exc:
-            await self._sourced.reject(name, source=source, reason=str(exc))
+            await self.sourced.reject(name, source=source, reason=str(exc))
             return
         user = kubeconfig["users"][0]["name"]
 
         async def build() -> Cluster:
             config = RestConfig.from_kubeconfig(kubeconfig, source=f"{source} (access provider {user!r})")
-            return self._factory(config, name)
+            return self.make_cluster(config, name)
 
-        await self._sourced.apply(name, source=source, fingerprint=fingerprint(kubeconfig), build=build)
+        await self.sourced.apply(name, source=source, fingerprint=fingerprint(kubeconfig), build=build)
 
     async def _from_secret(self, view: Cluster, name: str, namespace: str, profile: str) -> None:
         selector = {CONSUMER_LABEL: str(self.consumer_name), PROFILE_LABEL: profile}
@@ -235,13 +219,13 @@ class ClusterProfileProvider:
             reason = (
                 f"no {wanted}" if not secrets else f"expected one {wanted}, found {len(secrets)}: {found}"
             )
-            await self._sourced.reject(name, source=f"ClusterProfile {name}", reason=reason)
+            await self.sourced.reject(name, source=f"ClusterProfile {name}", reason=reason)
             return
         secret = secrets[0]
         source = f"Secret {namespace}/{secret['metadata']['name']} key {SECRET_KEY!r}"
         encoded = (secret.get("data") or {}).get(SECRET_KEY)
         if not encoded:
-            await self._sourced.reject(
+            await self.sourced.reject(
                 name, source=source, reason=f"has no kubeconfig under key {SECRET_KEY!r}"
             )
             return
@@ -249,12 +233,9 @@ class ClusterProfileProvider:
 
         async def build() -> Cluster:
             config = await RestConfig.from_kubeconfig_data_async(data, source=source)
-            return self._factory(config, name)
+            return self.make_cluster(config, name)
 
-        await self._sourced.apply(name, source=source, fingerprint=fingerprint(data), build=build)
-
-    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
-        return Cluster(config, name=name, **self._cluster_options)
+        await self.sourced.apply(name, source=source, fingerprint=fingerprint(data), build=build)
 
 
 def _profile_of_secret(secret: Any) -> Iterable[Request]:

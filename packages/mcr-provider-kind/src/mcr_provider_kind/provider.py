@@ -18,25 +18,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcr.cluster import Cluster
 from mcr.config import RestConfig
-from mcr.providers import Problem, SourcedClusters, cancel_and_wait, fingerprint
+from mcr.providers import SourcedProvider, cancel_and_wait, fingerprint
+from mcr.providers.sourced import ClusterFactory
 from mcr_provider_kind._cli import KindError, resolve, run
 
 if TYPE_CHECKING:
-    from mcr.multicluster import Aware, ClusterName
+    from mcr.multicluster import Aware
 
 __all__ = ["KindProvider"]
 
 log = logging.getLogger("mcr.providers.kind")
 
-ClusterFactory = Callable[[RestConfig, str], Cluster]
 
-
-class KindProvider:
+class KindProvider(SourcedProvider):
     """Clusters from the local kind clusters whose name starts with ``prefix`` (see the module docs).
 
     ``poll_interval``: seconds between listings (2.0); ``kind_command``: the kind executable (a
@@ -63,31 +62,15 @@ class KindProvider:
         self.poll_interval = poll_interval
         self.kind_command = kind_command
         self.command_timeout = command_timeout
-        self._cluster_options = dict(cluster_options or {})
-        self._factory = cluster_factory or self._new_cluster
-        self._sourced = SourcedClusters(provider="kind", logger=log)
+        super().__init__(
+            provider="kind", logger=log, cluster_options=cluster_options, cluster_factory=cluster_factory
+        )
         self._last_error: str | None = None
 
     def __repr__(self) -> str:
         return f"KindProvider(prefix={self.prefix!r}, poll_interval={self.poll_interval!r})"
 
-    # -- Provider --------------------------------------------------------------------------------
-
-    async def get(self, name: ClusterName) -> Cluster:
-        """The engaged kind cluster ``name``; ``ClusterNotFoundError`` otherwise."""
-        return await self._sourced.get(name)
-
-    async def index_field(self, kind: Any, field: str, extract: Callable[[Any], list[str]]) -> None:
-        """Index ``field`` of ``kind`` on every current and future cluster."""
-        await self._sourced.index_field(kind, field, extract)
-
-    def names(self) -> list[str]:
-        """The engaged cluster names, sorted."""
-        return self._sourced.names()
-
-    def problems(self) -> list[Problem]:
-        """Kind clusters that yield no engaged cluster right now, and why."""
-        return self._sourced.problems()
+    # -- running ---------------------------------------------------------------------------------
 
     async def start(self, aware: Aware) -> None:
         """List kind clusters every ``poll_interval`` seconds and engage them with ``aware``.
@@ -97,7 +80,7 @@ class KindProvider:
         """
         command = resolve(self.kind_command)
         await self.refresh(command, raise_errors=True)
-        engaged = asyncio.get_running_loop().create_task(self._sourced.run(aware), name="mcr-kind-clusters")
+        engaged = asyncio.get_running_loop().create_task(self.sourced.run(aware), name="mcr-kind-clusters")
         try:
             while True:
                 await asyncio.sleep(self.poll_interval)
@@ -122,10 +105,10 @@ class KindProvider:
         self._report(None)
         names = {line.strip() for line in listing.splitlines() if line.strip().startswith(self.prefix)}
         names.discard("")
-        for gone in set(self._sourced.names()) - names:
-            await self._sourced.discard(gone, why=f"kind cluster {gone!r} no longer exists")
-        for stale in {p.cluster for p in self._sourced.problems()} - names:
-            await self._sourced.discard(stale)
+        for gone in set(self.sourced.names()) - names:
+            await self.sourced.discard(gone, why=f"kind cluster {gone!r} no longer exists")
+        for stale in {p.cluster for p in self.sourced.problems()} - names:
+            await self.sourced.discard(stale)
         await asyncio.gather(*(self._read(command, name) for name in sorted(names)))
 
     async def _read(self, command: str, name: str) -> None:
@@ -133,16 +116,16 @@ class KindProvider:
         try:
             text = await run(command, "get", "kubeconfig", "--name", name, timeout=self.command_timeout)
         except KindError as exc:
-            await self._sourced.reject(name, source=source, reason=str(exc))
+            await self.sourced.reject(name, source=source, reason=str(exc))
             return
 
         async def build() -> Cluster:
             config = await RestConfig.from_kubeconfig_data_async(
                 text, source=f"from `kind get kubeconfig --name {name}`"
             )
-            return self._factory(config, name)
+            return self.make_cluster(config, name)
 
-        await self._sourced.apply(name, source=source, fingerprint=fingerprint(text), build=build)
+        await self.sourced.apply(name, source=source, fingerprint=fingerprint(text), build=build)
 
     def _report(self, error: str | None) -> None:
         if error is not None and error != self._last_error:
@@ -150,6 +133,3 @@ class KindProvider:
         elif error is None and self._last_error is not None:
             log.info("kind provider: listing clusters works again")
         self._last_error = error
-
-    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
-        return Cluster(config, name=name, **self._cluster_options)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache import ByObject, CacheOptions, NamespaceConfig
@@ -27,12 +27,13 @@ from mcr.cluster import Cluster
 from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
-from mcr.providers import Problem, SourcedClusters, fingerprint, host_cluster, run_sourced
+from mcr.providers import SourcedProvider, fingerprint, host_cluster, run_sourced
+from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
 
 if TYPE_CHECKING:
-    from mcr.multicluster import Aware, ClusterName
+    from mcr.multicluster import Aware
 
 __all__ = ["DEFAULT_KEY", "DEFAULT_LABEL", "KubeconfigProvider", "kubeconfig_secret"]
 
@@ -42,8 +43,6 @@ DEFAULT_LABEL = "sigs.k8s.io/multicluster-runtime-kubeconfig"
 """The label (with value ``"true"``) that marks a Secret as a cluster's kubeconfig."""
 DEFAULT_KEY = "kubeconfig"
 """The Secret data key holding the kubeconfig."""
-
-ClusterFactory = Callable[[RestConfig, str], Cluster]
 
 
 def kubeconfig_secret(
@@ -69,7 +68,7 @@ def kubeconfig_secret(
     }
 
 
-class KubeconfigProvider:
+class KubeconfigProvider(SourcedProvider):
     """Clusters from the kubeconfig Secrets of ``namespace`` (see the module docs).
 
     ``label``: the label marking those Secrets (value ``"true"``); ``key``: their data key.
@@ -104,31 +103,18 @@ class KubeconfigProvider:
         self.key = key
         self.controller_name = controller_name
         self._host = cluster
-        self._cluster_options = dict(cluster_options or {})
-        self._factory = cluster_factory or self._new_cluster
-        self._sourced = SourcedClusters(provider="kubeconfig", logger=log)
+        super().__init__(
+            provider="kubeconfig",
+            logger=log,
+            cluster_options=cluster_options,
+            cluster_factory=cluster_factory,
+        )
         self._view: Cluster | None = None
 
     def __repr__(self) -> str:
         return f"KubeconfigProvider(namespace={self.namespace!r}, label={self.label!r}, key={self.key!r})"
 
-    # -- Provider --------------------------------------------------------------------------------
-
-    async def get(self, name: ClusterName) -> Cluster:
-        """The engaged cluster ``name`` (a Secret's name); ``ClusterNotFoundError`` otherwise."""
-        return await self._sourced.get(name)
-
-    async def index_field(self, kind: Any, field: str, extract: Callable[[Any], list[str]]) -> None:
-        """Index ``field`` of ``kind`` on every current and future cluster."""
-        await self._sourced.index_field(kind, field, extract)
-
-    def names(self) -> list[str]:
-        """The engaged cluster names, sorted."""
-        return self._sourced.names()
-
-    def problems(self) -> list[Problem]:
-        """Secrets that yield no cluster right now, and why (never credential values)."""
-        return self._sourced.problems()
+    # -- running ---------------------------------------------------------------------------------
 
     async def start(self, aware: Aware) -> None:
         """Watch the Secrets and engage their clusters with ``aware`` until cancelled.
@@ -146,7 +132,7 @@ class KubeconfigProvider:
         controller.watch(Kind("v1/Secret", engage_provider=False))
         self._view = view
         try:
-            await run_sourced(self._sourced, aware, controller, view)
+            await run_sourced(self.sourced, aware, controller, view)
         finally:
             self._view = None
 
@@ -159,23 +145,20 @@ class KubeconfigProvider:
         try:
             secret = await view.client.get("v1/Secret", req.name, namespace=req.namespace)
         except NotFoundError:
-            await self._sourced.discard(req.name, why=f"{where} was deleted or lost its label")
+            await self.sourced.discard(req.name, why=f"{where} was deleted or lost its label")
             return
         if secret["metadata"].get("deletionTimestamp"):
-            await self._sourced.discard(req.name, why=f"{where} is being deleted")
+            await self.sourced.discard(req.name, why=f"{where} is being deleted")
             return
         source = f"{where} key {self.key!r}"
         encoded = (secret.get("data") or {}).get(self.key)
         if not encoded:
-            await self._sourced.reject(req.name, source=source, reason="missing or empty: no kubeconfig")
+            await self.sourced.reject(req.name, source=source, reason="missing or empty: no kubeconfig")
             return
         data = base64.b64decode(encoded)
 
         async def build() -> Cluster:
             config = await RestConfig.from_kubeconfig_data_async(data, source=source)
-            return self._factory(config, req.name)
+            return self.make_cluster(config, req.name)
 
-        await self._sourced.apply(req.name, source=source, fingerprint=fingerprint(data), build=build)
-
-    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
-        return Cluster(config, name=name, **self._cluster_options)
+        await self.sourced.apply(req.name, source=source, fingerprint=fingerprint(data), build=build)

@@ -15,7 +15,7 @@ from mcr.providers.multi import MultiProvider
 from mcr.providers.nop import NopProvider
 from mcr.providers.registry import ProviderInfo, UnknownProviderError
 from mcr.providers.single import SingleProvider
-from mcr.providers.sourced import Problem, SourcedClusters, fingerprint
+from mcr.providers.sourced import Problem, SourcedClusters, SourcedProvider, fingerprint
 
 __all__ = [
     "Clusters",
@@ -26,6 +26,7 @@ __all__ = [
     "ProviderInfo",
     "SingleProvider",
     "SourcedClusters",
+    "SourcedProvider",
     "UnknownProviderError",
     "available",
     "cancel_and_wait",

@@ -15,7 +15,7 @@ import asyncio
 import base64
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +25,10 @@ from mcr.providers.clusters import Clusters, Extract
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
+    from mcr.config import RestConfig
     from mcr.multicluster import Aware, ClusterName
 
-__all__ = ["Problem", "SourcedClusters", "fingerprint"]
+__all__ = ["ClusterFactory", "Problem", "SourcedClusters", "SourcedProvider", "fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -219,3 +220,55 @@ class SourcedClusters:
 def _reason(exc: Exception) -> str:
     text = str(exc)
     return text if text else type(exc).__name__
+
+
+ClusterFactory = Callable[["RestConfig", str], "Cluster"]
+"""``factory(config, cluster_name)`` → a new (not started) cluster."""
+
+
+class SourcedProvider:
+    """The part every provider built on :class:`SourcedClusters` shares: the Provider methods and
+    how a cluster is made from a :class:`~mcr.config.RestConfig`.
+
+    ``provider`` names it in logs; ``cluster_options`` are passed to each :class:`mcr.Cluster`,
+    ``cluster_factory(config, name)`` replaces that call altogether. Subclasses find their sources,
+    call :meth:`SourcedClusters.apply` / ``reject`` / ``discard`` on :attr:`sourced`, and run
+    :meth:`SourcedClusters.run` (or :func:`mcr.providers.run_sourced`) in their ``start``.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        logger: logging.Logger,
+        cluster_options: Mapping[str, Any] | None = None,
+        cluster_factory: ClusterFactory | None = None,
+    ) -> None:
+        self.sourced = SourcedClusters(provider=provider, logger=logger)
+        self._cluster_options = dict(cluster_options or {})
+        self._factory = cluster_factory or self._new_cluster
+
+    async def get(self, name: ClusterName) -> Cluster:
+        """The engaged cluster ``name``; :class:`~mcr.ClusterNotFoundError` otherwise."""
+        return await self.sourced.get(name)
+
+    async def index_field(self, kind: Any, field: str, extract: Extract) -> None:
+        """Index ``field`` of ``kind`` on every current and future cluster."""
+        await self.sourced.index_field(kind, field, extract)
+
+    def names(self) -> list[str]:
+        """The engaged cluster names, sorted."""
+        return self.sourced.names()
+
+    def problems(self) -> list[Problem]:
+        """Sources that yield no cluster right now, and why (never credential values)."""
+        return self.sourced.problems()
+
+    def make_cluster(self, config: RestConfig, name: str) -> Cluster:
+        """A new cluster ``name`` for ``config``, through ``cluster_factory`` if one was given."""
+        return self._factory(config, name)
+
+    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
+        from mcr.cluster import Cluster
+
+        return Cluster(config, name=name, **self._cluster_options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mcr.testing._eventually import eventually
 from mcr.testing._resources import open_sockets
-from mcr.testing._running import running
+from mcr.testing._running import import_script, providers_started, running
 from mcr.testing.conformance import Engagement, IndexProbe, RecordingAware, cache_index_probe, check_provider
 
 __all__ = [
@@ -15,6 +15,8 @@ __all__ = [
     "cache_index_probe",
     "check_provider",
     "eventually",
+    "import_script",
     "open_sockets",
+    "providers_started",
     "running",
 ]
