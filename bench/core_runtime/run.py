@@ -28,6 +28,7 @@ import time
 from collections import deque
 from typing import Any
 
+import mcr
 from mcr.handler import EnqueueRequestForObject
 from mcr.reconcile import Request
 from mcr.workqueue import WorkQueue
@@ -105,24 +106,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a few seconds")
     parser.add_argument("--objects", type=int, default=None, help="ConfigMaps for b2 (default 10000)")
     parser.add_argument("--skip-b2", action="store_true", help="skip the benchmark that needs a server")
+    parser.add_argument(
+        "--loop", choices=["asyncio", "uvloop"], default="asyncio", help="event loop (mcr.run)"
+    )
     args, _ = parser.parse_known_args(argv)  # options meant for other benchmarks are ignored
     results: list[dict[str, Any]] = []
     env = {
         "python": platform.python_version(),
-        "loop": "asyncio",
+        "loop": args.loop,
         "gc_thresholds": list(gc.get_threshold()),
     }
     print(json.dumps({"env": env}), flush=True)
 
     n_queue = 20_000 if args.quick else 200_000
-    _emit(results, bench="queue", n=n_queue, **asyncio.run(bench_queue(n_queue)))
+    _emit(results, bench="queue", n=n_queue, **mcr.run(bench_queue(n_queue), loop=args.loop))
     n_pipe = 10_000 if args.quick else 100_000
-    _emit(results, bench="pipeline", n=n_pipe, **asyncio.run(bench_pipeline(n_pipe)))
+    _emit(results, bench="pipeline", n=n_pipe, **mcr.run(bench_pipeline(n_pipe), loop=args.loop))
     if not args.skip_b2:
         from bench.core_runtime.b2 import run_b2
 
         n_objects = args.objects or (2_000 if args.quick else 10_000)
-        for workload, row in asyncio.run(run_b2(n_objects)).items():
+        for workload, row in mcr.run(run_b2(n_objects), loop=args.loop).items():
             _emit(results, bench=f"b2_{workload}", n=n_objects, **row)
 
     print()

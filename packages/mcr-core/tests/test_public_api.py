@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 import types
+import warnings
+from typing import Any
+
+import pytest
 
 import mcr
 
@@ -15,7 +21,7 @@ EXPECTED = {
     "ProviderRunnable", "Reconciler", "Request", "RestConfig", "Result", "TerminalError",
     "TooManyRequestsError", "TransportError", "UnauthorizedError", "__version__",
     "controller_managed_by", "current_cluster", "handler", "is_already_exists", "is_conflict",
-    "is_gone", "is_not_found", "load_config", "load_config_async", "predicate", "providers", "source",
+    "is_gone", "is_not_found", "load_config", "load_config_async", "predicate", "providers", "run", "source",
 }  # fmt: skip
 
 
@@ -49,3 +55,36 @@ def test_public_classes_report_the_public_module() -> None:
     assert mcr.Manager.__module__ == "mcr"
     assert mcr.Request.__module__ == "mcr"
     assert repr(mcr.Request("ns", "n", "c")).startswith("Request(")
+
+
+_ON_UVLOOP = """
+import asyncio, sys
+import mcr
+
+async def main(kubeconfig):
+    async with mcr.Cluster.from_kubeconfig(kubeconfig, name="uv") as cluster:
+        names = [ns["metadata"]["name"] for ns in await cluster.api_reader.list("v1/Namespace")]
+    return type(asyncio.get_running_loop()).__module__, "kube-system" in names
+
+print(*mcr.run(main(sys.argv[1]), loop="uvloop"))
+"""
+
+
+def test_run_on_uvloop_talks_to_a_cluster(apiserver: Any) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _ON_UVLOOP, str(apiserver.kubeconfig_path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["uvloop", "True"]
+
+
+def test_run_refuses_an_unknown_loop_and_closes_the_coroutine() -> None:
+    async def main() -> int:
+        return 1
+
+    assert mcr.run(main()) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an un-awaited coroutine would warn
+        with pytest.raises(ValueError, match="loop must be 'asyncio' or 'uvloop'"):
+            mcr.run(main(), loop="trio")

@@ -39,6 +39,7 @@ from mcr.kinds import GVK, GVR
 from mcr.manager import ClusterInfo, ClusterState, LeaderElectionLostError, Manager
 from mcr.multicluster import LOCAL_CLUSTER, Aware, ClusterName, Provider, ProviderRunnable
 from mcr.reconcile import Reconciler, Request, Result, current_cluster
+from mcr.runner import run
 
 __all__ = [
     "GVK",
@@ -87,6 +88,7 @@ __all__ = [
     "load_config_async",
     "predicate",
     "providers",
+    "run",
     "source",
 ]
 
