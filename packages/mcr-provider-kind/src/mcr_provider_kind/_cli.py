@@ -49,7 +49,8 @@ async def run(command: str, *args: str, timeout: float) -> str:
     except BaseException as exc:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        await proc.wait()
+        # Read the pipes to their end (closing them) and reap the process, also when cancelled.
+        await proc.communicate()
         if isinstance(exc, TimeoutError):
             raise KindError(f"`kind {' '.join(args)}` did not finish within {timeout:g}s") from None
         raise

@@ -109,7 +109,10 @@ class KindProvider(SourcedProvider):
             await self.sourced.discard(gone, why=f"kind cluster {gone!r} no longer exists")
         for stale in {p.cluster for p in self.sourced.problems()} - names:
             await self.sourced.discard(stale)
-        await asyncio.gather(*(self._read(command, name) for name in sorted(names)))
+        # A task group, not gather: cancelled, it waits until every kind command is killed and reaped.
+        async with asyncio.TaskGroup() as group:
+            for name in sorted(names):
+                group.create_task(self._read(command, name), name=f"mcr-kind-read-{name}")
 
     async def _read(self, command: str, name: str) -> None:
         source = f"kind cluster {name!r}"
