@@ -305,3 +305,13 @@ async def test_exec_plugins_receive_the_cluster_extension_config(apiserver: Any,
     assert spec_cluster["tls-server-name"] == "127.0.0.1"
     assert spec_cluster["config"] == {"clusterName": "spoke-1", "audience": "a"}
     assert spec_cluster["certificate-authority-data"] == cluster["certificate-authority-data"]
+
+
+def test_a_sourced_provider_has_no_view_until_it_watches() -> None:
+    from mcr.providers import SourcedProvider
+
+    provider = SourcedProvider(provider="test", logger=log)
+    with pytest.raises(RuntimeError, match="is not started"):
+        _ = provider.view
+    assert provider.names() == []
+    assert provider.problems() == []

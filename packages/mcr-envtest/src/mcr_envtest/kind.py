@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from . import fleetctl
 from ._version import __version__
 
 __all__ = ["home", "main"]
@@ -52,12 +53,8 @@ def home() -> Path:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not fleetctl._alive(pid):
         return False
-    except PermissionError:
-        return True
     # A zombie (exited, not yet reaped by its parent) counts as gone.
     with contextlib.suppress(ChildProcessError):
         done, _ = os.waitpid(pid, os.WNOHANG)

@@ -31,7 +31,7 @@ from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.providers import SourcedProvider, fingerprint, host_cluster, run_sourced
+from mcr.providers import SourcedProvider, fingerprint, host_cluster
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
@@ -89,7 +89,6 @@ class ClusterAPIProvider(SourcedProvider):
         super().__init__(
             provider="capi", logger=log, cluster_options=cluster_options, cluster_factory=cluster_factory
         )
-        self._view: Cluster | None = None
 
     def __repr__(self) -> str:
         return f"ClusterAPIProvider(namespace={self.namespace!r})"
@@ -114,17 +113,12 @@ class ClusterAPIProvider(SourcedProvider):
         controller.watch(
             Kind("v1/Secret", EnqueueRequestsFromMapFunc(_cluster_of_secret), engage_provider=False)
         )
-        self._view = view
-        try:
-            await run_sourced(self.sourced, aware, controller, view)
-        finally:
-            self._view = None
+        await self.watch_sources(aware, controller, view)
 
     # -- reconcile -------------------------------------------------------------------------------
 
     async def _reconcile(self, req: Request) -> None:
-        view = self._view
-        assert view is not None, "reconcile runs only while the provider is started"
+        view = self.view
         name = f"{req.namespace}/{req.name}"
         try:
             obj = await view.client.get(CLUSTER, req.name, namespace=req.namespace)

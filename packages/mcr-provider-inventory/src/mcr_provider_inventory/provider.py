@@ -38,7 +38,7 @@ from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.providers import SourcedProvider, fingerprint, host_cluster, run_sourced
+from mcr.providers import SourcedProvider, fingerprint, host_cluster
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
@@ -127,7 +127,6 @@ class ClusterProfileProvider(SourcedProvider):
         super().__init__(
             provider="inventory", logger=log, cluster_options=cluster_options, cluster_factory=cluster_factory
         )
-        self._view: Cluster | None = None
 
     def __repr__(self) -> str:
         strategy = f"consumer_name={self.consumer_name!r}" if self.consumer_name else "access_providers"
@@ -153,11 +152,7 @@ class ClusterProfileProvider(SourcedProvider):
             controller.watch(
                 Kind("v1/Secret", EnqueueRequestsFromMapFunc(_profile_of_secret), engage_provider=False)
             )
-        self._view = view
-        try:
-            await run_sourced(self.sourced, aware, controller, view)
-        finally:
-            self._view = None
+        await self.watch_sources(aware, controller, view)
 
     # -- reconcile -------------------------------------------------------------------------------
 
@@ -169,8 +164,7 @@ class ClusterProfileProvider(SourcedProvider):
         return CacheOptions(default_namespaces=namespaces, by_object=by_object)
 
     async def _reconcile(self, req: Request) -> None:
-        view = self._view
-        assert view is not None, "reconcile runs only while the provider is started"
+        view = self.view
         name = f"{req.namespace}/{req.name}"
         try:
             profile = await view.client.get(CLUSTER_PROFILE, req.name, namespace=req.namespace)

@@ -27,7 +27,7 @@ from mcr.cluster import Cluster
 from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
-from mcr.providers import SourcedProvider, fingerprint, host_cluster, run_sourced
+from mcr.providers import SourcedProvider, fingerprint, host_cluster
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
@@ -109,7 +109,6 @@ class KubeconfigProvider(SourcedProvider):
             cluster_options=cluster_options,
             cluster_factory=cluster_factory,
         )
-        self._view: Cluster | None = None
 
     def __repr__(self) -> str:
         return f"KubeconfigProvider(namespace={self.namespace!r}, label={self.label!r}, key={self.key!r})"
@@ -130,17 +129,12 @@ class KubeconfigProvider(SourcedProvider):
         view = Cluster(host.config, name=f"{self.controller_name}-host", cache_options=options)
         controller = Controller(self.controller_name, self._reconcile, need_leader_election=False)
         controller.watch(Kind("v1/Secret", engage_provider=False))
-        self._view = view
-        try:
-            await run_sourced(self.sourced, aware, controller, view)
-        finally:
-            self._view = None
+        await self.watch_sources(aware, controller, view)
 
     # -- reconcile -------------------------------------------------------------------------------
 
     async def _reconcile(self, req: Request) -> None:
-        view = self._view
-        assert view is not None, "reconcile runs only while the provider is started"
+        view = self.view
         where = f"Secret {req.namespace}/{req.name}"
         try:
             secret = await view.client.get("v1/Secret", req.name, namespace=req.namespace)

@@ -245,6 +245,7 @@ class SourcedProvider:
         cluster_factory: ClusterFactory | None = None,
     ) -> None:
         self.sourced = SourcedClusters(provider=provider, logger=logger)
+        self._view: Cluster | None = None
         self._cluster_options = dict(cluster_options or {})
         self._factory = cluster_factory or self._new_cluster
 
@@ -263,6 +264,25 @@ class SourcedProvider:
     def problems(self) -> list[Problem]:
         """Sources that yield no cluster right now, and why (never credential values)."""
         return self.sourced.problems()
+
+    async def watch_sources(self, aware: Aware, controller: Any, view: Cluster) -> None:
+        """:func:`mcr.providers.run_sourced` with ``view`` available as :attr:`view` meanwhile (the
+        private view of the host the controller's reconciles read their sources from)."""
+        from mcr.providers.host import run_sourced
+
+        self._view = view
+        try:
+            await run_sourced(self.sourced, aware, controller, view)
+        finally:
+            self._view = None
+
+    @property
+    def view(self) -> Cluster:
+        """The private view of the host while :meth:`watch_sources` runs (``RuntimeError`` else)."""
+        view = self._view
+        if view is None:
+            raise RuntimeError(f"{self!r} is not started: its sources are read only while it runs")
+        return view
 
     def make_cluster(self, config: RestConfig, name: str) -> Cluster:
         """A new cluster ``name`` for ``config``, through ``cluster_factory`` if one was given."""
