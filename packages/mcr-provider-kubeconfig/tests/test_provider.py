@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -175,3 +176,33 @@ async def test_conformance(host: Host) -> None:
     await check_provider(
         provider, existing=["existing"], add_cluster=add, change_cluster=change, remove_cluster=host.delete
     )
+
+
+async def test_kubeconfigs_from_secrets_may_not_use_the_controllers_own_credentials(
+    host: Host, run: Any, tmp_path: Path
+) -> None:
+    """An exec plugin or a token file in a Secret would run commands in, or read files of, the
+    controller: refused unless allow_local_credentials=True."""
+    good = host.members[1].kubeconfig
+    exec_user = yaml.safe_load(yaml.safe_dump(good))
+    exec_user["users"][0]["user"] = {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/sh", "args": ["-c", "id"]}
+    }
+    token_file = yaml.safe_load(yaml.safe_dump(good))
+    secret_token = tmp_path / "token"  # stands for the controller's own ServiceAccount token
+    secret_token.write_text(good["users"][0]["user"]["token"])
+    token_file["users"][0]["user"] = {"tokenFile": str(secret_token)}
+    await host.put("runs-a-command", exec_user)
+    await host.put("reads-a-file", token_file)
+    await host.put("fine", good)
+    provider = KubeconfigProvider("fleet", cluster=host.admin)
+    aware = run(provider)
+    await eventually(lambda: len(provider.problems()) == 2 and "fine" in aware.engaged)
+    found = reasons(provider)
+    assert "uses an exec plugin" in found["runs-a-command"]
+    assert "uses a token file" in found["reads-a-file"]
+    trusting = KubeconfigProvider(
+        "fleet", cluster=host.admin, controller_name="trusting", allow_local_credentials=True
+    )
+    trusted = run(trusting)
+    await eventually(lambda: {"runs-a-command", "reads-a-file", "fine"} <= set(trusted.engaged))

@@ -31,7 +31,7 @@ from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.providers import SourcedProvider, fingerprint, host_cluster
+from mcr.providers import SourcedProvider, fingerprint, host_cluster, refuse_local_credentials
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
@@ -81,11 +81,13 @@ class ClusterAPIProvider(SourcedProvider):
         controller_name: str = "cluster-api-provider",
         cluster_options: Mapping[str, Any] | None = None,
         cluster_factory: ClusterFactory | None = None,
+        allow_local_credentials: bool = False,
     ) -> None:
         self.namespace = namespace
         self.controller_name = controller_name
         self._is_ready = is_ready
         self._management = cluster
+        self.allow_local_credentials = allow_local_credentials
         super().__init__(
             provider="capi", logger=log, cluster_options=cluster_options, cluster_factory=cluster_factory
         )
@@ -149,6 +151,8 @@ class ClusterAPIProvider(SourcedProvider):
 
         async def build() -> Cluster:
             config = await RestConfig.from_kubeconfig_data_async(data, source=source)
+            if not self.allow_local_credentials:
+                refuse_local_credentials(config, source)
             return self.make_cluster(config, name)
 
         await self.sourced.apply(name, source=source, fingerprint=fingerprint(data), build=build)

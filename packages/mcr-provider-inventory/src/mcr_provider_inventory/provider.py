@@ -38,7 +38,7 @@ from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.providers import SourcedProvider, fingerprint, host_cluster
+from mcr.providers import SourcedProvider, fingerprint, host_cluster, refuse_local_credentials
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
@@ -105,6 +105,7 @@ class ClusterProfileProvider(SourcedProvider):
         controller_name: str = "cluster-inventory-api-provider",
         cluster_options: Mapping[str, Any] | None = None,
         cluster_factory: ClusterFactory | None = None,
+        allow_local_credentials: bool = False,
     ) -> None:
         if (access_providers is None) == (consumer_name is None):
             raise ValueError(
@@ -124,6 +125,7 @@ class ClusterProfileProvider(SourcedProvider):
         self.controller_name = controller_name
         self._is_ready = is_ready
         self._hub = cluster
+        self.allow_local_credentials = allow_local_credentials
         super().__init__(
             provider="inventory", logger=log, cluster_options=cluster_options, cluster_factory=cluster_factory
         )
@@ -227,6 +229,8 @@ class ClusterProfileProvider(SourcedProvider):
 
         async def build() -> Cluster:
             config = await RestConfig.from_kubeconfig_data_async(data, source=source)
+            if not self.allow_local_credentials:
+                refuse_local_credentials(config, source)
             return self.make_cluster(config, name)
 
         await self.sourced.apply(name, source=source, fingerprint=fingerprint(data), build=build)

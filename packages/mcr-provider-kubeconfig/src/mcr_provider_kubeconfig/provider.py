@@ -27,7 +27,7 @@ from mcr.cluster import Cluster
 from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
-from mcr.providers import SourcedProvider, fingerprint, host_cluster
+from mcr.providers import SourcedProvider, fingerprint, host_cluster, refuse_local_credentials
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
@@ -91,6 +91,7 @@ class KubeconfigProvider(SourcedProvider):
         controller_name: str = "kubeconfig-provider",
         cluster_options: Mapping[str, Any] | None = None,
         cluster_factory: ClusterFactory | None = None,
+        allow_local_credentials: bool = False,
     ) -> None:
         if not namespace:
             raise ValueError("KubeconfigProvider needs the namespace of its kubeconfig Secrets")
@@ -103,6 +104,7 @@ class KubeconfigProvider(SourcedProvider):
         self.key = key
         self.controller_name = controller_name
         self._host = cluster
+        self.allow_local_credentials = allow_local_credentials
         super().__init__(
             provider="kubeconfig",
             logger=log,
@@ -153,6 +155,8 @@ class KubeconfigProvider(SourcedProvider):
 
         async def build() -> Cluster:
             config = await RestConfig.from_kubeconfig_data_async(data, source=source)
+            if not self.allow_local_credentials:
+                refuse_local_credentials(config, source)
             return self.make_cluster(config, req.name)
 
         await self.sourced.apply(req.name, source=source, fingerprint=fingerprint(data), build=build)

@@ -15,7 +15,13 @@ from mcr.providers.multi import MultiProvider
 from mcr.providers.nop import NopProvider
 from mcr.providers.registry import ProviderInfo, UnknownProviderError
 from mcr.providers.single import SingleProvider
-from mcr.providers.sourced import Problem, SourcedClusters, SourcedProvider, fingerprint
+from mcr.providers.sourced import (
+    Problem,
+    SourcedClusters,
+    SourcedProvider,
+    fingerprint,
+    refuse_local_credentials,
+)
 
 __all__ = [
     "Clusters",
@@ -33,6 +39,7 @@ __all__ = [
     "create",
     "fingerprint",
     "host_cluster",
+    "refuse_local_credentials",
     "run_controller",
     "run_sourced",
 ]

@@ -28,7 +28,14 @@ if TYPE_CHECKING:
     from mcr.config import RestConfig
     from mcr.multicluster import Aware, ClusterName
 
-__all__ = ["ClusterFactory", "Problem", "SourcedClusters", "SourcedProvider", "fingerprint"]
+__all__ = [
+    "ClusterFactory",
+    "Problem",
+    "SourcedClusters",
+    "SourcedProvider",
+    "fingerprint",
+    "refuse_local_credentials",
+]
 
 
 @dataclass(frozen=True)
@@ -292,3 +299,25 @@ class SourcedProvider:
         from mcr.cluster import Cluster
 
         return Cluster(config, name=name, **self._cluster_options)
+
+
+def refuse_local_credentials(config: RestConfig, source: str) -> None:
+    """Refuse credentials that act on the controller's own machine: an exec plugin (a command it
+    would run), an auth provider (its own login) or a token file (its own file system, e.g. its
+    ServiceAccount token). A kubeconfig read from a cluster (a Secret) must not be able to use
+    them: whoever can write that Secret could run commands in the controller or send its token to
+    a server of their choosing. :class:`~mcr.ConfigError` names ``source``."""
+    from mcr._auth import ExecCredentials, ProviderCredentials, TokenFile
+    from mcr.errors import ConfigError
+
+    for kind, what in (
+        (ExecCredentials, "an exec plugin (users[].exec), a command the controller would run"),
+        (ProviderCredentials, "an auth provider (users[].auth-provider), the controller's own login"),
+        (TokenFile, "a token file (users[].tokenFile) of the controller's own file system"),
+    ):
+        if isinstance(config.credentials, kind):
+            raise ConfigError(
+                f"uses {what}; refused for kubeconfigs read from a cluster "
+                "(allow_local_credentials=True trusts them)",
+                source=source,
+            )
