@@ -119,7 +119,7 @@ async def _engage(servers: Child, entries: list[dict[str, Any]], quick: bool) ->
 
 def _table(rows: list[dict[str, Any]]) -> None:
     print()
-    for bench in ("B6", "fairness", "B3/B4"):
+    for bench in ("B6", "fairness", "B3/B4", "B3-K"):
         for row in rows:
             if row.get("bench") == bench:
                 fields = ", ".join(f"{k}={v}" for k, v in row.items() if k != "bench")

@@ -100,4 +100,32 @@ def run_scaling(servers: Child, directory: str, plan: ScalingPlan) -> list[dict[
             row = _one(servers, directory, mode, k, plan)
             print(json.dumps(row), flush=True)
             rows.append(row)
+    summary = k_scaling(rows)
+    if summary is not None:
+        print(json.dumps(summary), flush=True)
+        rows.append(summary)
     return rows
+
+
+def k_scaling(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """B3's K-scaling figure: how much of its K=min throughput mcr keeps at K=max, over the same
+    figure of the raw-reader floor measured in the same run (goal >= 0.5).
+
+    Throughput is events (floor) or reconciles (mcr) per CPU second of the burst. ``None`` with
+    fewer than two cluster counts.
+    """
+    rate = {(row["mode"], row["clusters"]): row["per_cpu_s"] for row in rows if row.get("bench") == "B3/B4"}
+    counts = sorted({k for _, k in rate})
+    if len(counts) < 2:
+        return None
+    lo, hi = counts[0], counts[-1]
+    mcr = rate[("mcr", hi)] / rate[("mcr", lo)]
+    floor = rate[("floor", hi)] / rate[("floor", lo)]
+    return {
+        "bench": "B3-K",
+        "from_clusters": lo,
+        "to_clusters": hi,
+        "mcr_kept": round(mcr, 3),
+        "floor_kept": round(floor, 3),
+        "ratio": round(mcr / floor, 3),
+    }

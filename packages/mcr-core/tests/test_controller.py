@@ -336,3 +336,70 @@ async def test_a_backlog_in_one_cluster_does_not_starve_another() -> None:
     async with running(ctrl):
         await eventually(lambda: "B" in order, timeout=10)
     assert order.index("B") <= 2, order[:5]
+
+
+async def test_a_single_worker_takes_runs_and_drain_drops_the_held_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Runs grow while they are quick (here: always), so the worker holds requests it has taken
+    # but not started; a hand-over of their cluster (drain) must drop them, not reconcile them.
+    monkeypatch.setattr("mcr.controller.RUN_SECONDS", 60.0)
+    seen: list[Request] = []
+    gates = {"pre": asyncio.Event(), "a0": asyncio.Event()}
+    started = {name: asyncio.Event() for name in gates}
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+        if req.name in gates:
+            started[req.name].set()
+            await gates[req.name].wait()
+
+    ctrl = Controller(unique("runs"), reconcile)
+    async with running(ctrl):
+        try:
+            warm = [Request("ns", f"w{i}", "w") for i in range(200)]
+            ctrl.queue.add_many(warm, cluster="w")
+            await eventually(lambda: len(seen) == len(warm), timeout=5)
+            assert seen == warm  # taken in order, each reconciled once
+            ctrl.queue.add(Request("ns", "pre", "w"))
+            await asyncio.wait_for(started["pre"].wait(), 5)
+            held = [Request("ns", f"a{i}", "a") for i in range(10)]
+            ctrl.queue.add_many(held, cluster="a")
+            gates["pre"].set()
+            await asyncio.wait_for(started["a0"].wait(), 5)
+            assert len(ctrl.queue.processing()) == len(held), "the worker took the whole run"
+            assert len(ctrl.queue) == 0
+            drain = asyncio.create_task(ctrl.drain("a", timeout=5))
+            await asyncio.sleep(0.05)
+            assert not drain.done(), "drain waits for the reconcile in flight"
+            gates["a0"].set()
+            assert await drain
+            await asyncio.sleep(0.05)
+            assert [r.name for r in seen if r.cluster_name == "a"] == ["a0"]
+            assert ctrl.queue.processing() == []
+        finally:
+            for gate in gates.values():
+                gate.set()  # else stopping the controller would wait for ever
+
+
+async def test_several_workers_take_one_request_each() -> None:
+    # With several workers a run would hold requests an idle worker could start: a slow
+    # reconcile must not keep the next requests waiting.
+    started = asyncio.Event()
+    gate = asyncio.Event()
+    seen: list[str] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req.name)
+        if req.name == "slow":
+            started.set()
+            await gate.wait()
+
+    ctrl = Controller(unique("one-each"), reconcile, max_concurrent_reconciles=2)
+    async with running(ctrl):
+        try:
+            ctrl.queue.add_many([Request("ns", n, "c") for n in ("slow", "b", "c", "d")], cluster="c")
+            await asyncio.wait_for(started.wait(), 5)
+            await eventually(lambda: seen == ["slow", "b", "c", "d"], timeout=5)
+        finally:
+            gate.set()

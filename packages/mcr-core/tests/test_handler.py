@@ -5,7 +5,14 @@ from typing import Any
 
 import pytest
 
-from mcr.handler import EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc
+from mcr.handler import (
+    BulkQueue,
+    EnqueueRequestForObject,
+    EnqueueRequestForOwner,
+    EnqueueRequestsFromMapFunc,
+    request_for,
+    requests_for,
+)
 from mcr.reconcile import Request, current_cluster
 from mcr.workqueue import LOW_PRIORITY, WorkQueue
 
@@ -135,3 +142,21 @@ async def test_map_func_rejects_bad_items_and_names_them(caplog: pytest.LogCaptu
 def test_map_func_needs_a_function() -> None:
     with pytest.raises(TypeError, match="needs a function"):
         EnqueueRequestsFromMapFunc("nope")  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
+
+
+def test_request_for_dicts_models_and_nameless_objects() -> None:
+    class Model:  # a typed model whose metadata is a mapping
+        metadata = {"name": "m", "namespace": "ns2"}
+
+    assert request_for("c1", cm("a")) == Request("ns", "a", "c1")
+    assert request_for("c1", {"metadata": {"name": "x"}}) == Request("", "x", "c1")  # cluster-scoped
+    assert request_for("c1", Model()) == Request("ns2", "m", "c1")
+    assert request_for("c1", {"metadata": {"namespace": "ns"}}) is None
+    assert requests_for("c2", [cm("a"), cm("b", "other")]) == [
+        Request("ns", "a", "c2"),
+        Request("other", "b", "c2"),
+    ]
+    with pytest.raises(KeyError):
+        requests_for("c2", [{"metadata": {}}])  # callers fall back to request_for
+    assert isinstance(WorkQueue(), BulkQueue)
+    assert not isinstance([], BulkQueue)

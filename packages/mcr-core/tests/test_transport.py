@@ -126,6 +126,32 @@ async def test_stream_reads_watch_lines(apiserver: Any, transport: Transport) ->
                 break
 
 
+async def test_stream_read_block_hands_out_whole_lines(apiserver: Any, transport: Transport) -> None:
+    # 300 objects of ~2 KiB arrive over many reads; every block holds whole lines only, and
+    # together the blocks carry every event once, in order.
+    names = [f"block-{i:03d}" for i in range(300)]
+    for name in names:
+        await transport.request(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            body=orjson.dumps({"metadata": {"name": name}, "data": {"pad": "x" * 2048}}),
+            content_type="application/json",
+        )
+    query = {"watch": "true", "resourceVersion": "0", "timeoutSeconds": "5"}
+    seen: list[str] = []
+    blocks = 0
+    async with transport.stream("/api/v1/namespaces/default/configmaps", query=query) as lines:
+        while len(seen) < len(names):
+            block = await lines.read_block()
+            assert block, "the stream ended early"
+            blocks += 1
+            assert not block.endswith(b"\n")
+            for line in block.split(b"\n"):
+                seen.append(orjson.loads(line)["object"]["metadata"]["name"])
+    assert [name for name in seen if name.startswith("block-")] == names
+    assert 1 < blocks < len(seen)  # several reads, each with more than one line on average
+
+
 async def test_close_leaves_no_connection_or_task(transport: Transport) -> None:
     tasks_before = asyncio.all_tasks()
     await transport.request("GET", "/api/v1/namespaces")

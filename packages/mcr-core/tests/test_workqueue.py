@@ -239,18 +239,33 @@ async def test_metrics_follow_the_queue() -> None:
     await eventually(lambda: sample("workqueue_depth") == 2, timeout=2)
 
 
-async def test_per_item_cost_is_a_few_microseconds() -> None:
-    q: WorkQueue[Request] = WorkQueue("wq-cost-test")
-    items = [req(str(i), f"c{i % 10}") for i in range(20_000)]
-    start = time.perf_counter()
-    for it in items:
-        q.add(it)
-    for _ in items:
-        got = q.get_nowait()
-        assert got is not None
-        q.done(got)
-    per_item = (time.perf_counter() - start) / len(items)
-    assert per_item < 50e-6, f"{per_item * 1e6:.1f} µs per add+get+done"
+async def test_worker_fast_path_finish_and_mirrored_work_duration() -> None:
+    # The public interface a worker uses: get_nowait, popped_at on the queue's clock, finish
+    # (done without recording), and a histogram of its own mirrored into the work duration.
+    name = "wq-finish-test"
+    labels = {"name": name, "controller": name}
+    now = [100.0]
+    q: WorkQueue[Request] = WorkQueue(name, clock=lambda: now[0])
+    batch = q.metrics_batch
+    assert batch is not None
+    child = metrics.RECONCILE_TIME_SECONDS.labels("wq-finish-test", "")
+    mine = batch.histogram(child)
+    q.mirror_work_duration(mine)
+    q.add(req("a"))
+    now[0] = 101.0
+    item = q.get_nowait()
+    assert item == req("a")
+    assert q.popped_at == 101.0
+    q.add(req("a"))  # while processing: dirty
+    now[0] = 103.5
+    mine.observe(now[0] - q.popped_at)
+    q.finish(item)
+    assert q.processing() == []
+    assert len(q) == 1, "a dirty item is queued again by finish()"
+    batch.flush()
+    assert metrics.REGISTRY.get_sample_value("workqueue_work_duration_seconds_count", labels) == 1
+    assert metrics.REGISTRY.get_sample_value("workqueue_work_duration_seconds_sum", labels) == 2.5
+    assert metrics.REGISTRY.get_sample_value("workqueue_queue_duration_seconds_sum", labels) == 1.0
 
 
 async def test_shutdown_hands_out_no_queued_item_even_while_draining() -> None:
@@ -265,3 +280,28 @@ async def test_shutdown_hands_out_no_queued_item_even_while_draining() -> None:
     assert q.get_nowait() is None
     q.done(item)
     await asyncio.wait_for(drain, 1)
+
+
+async def test_take_hands_out_a_run_in_get_order() -> None:
+    q: WorkQueue[Request] = WorkQueue("wq-take-test")
+    for i in range(3):
+        q.add(req(f"a{i}", "a"))
+        q.add(req(f"b{i}", "b"))
+    run = q.take(4)
+    assert run == [req("a0", "a"), req("b0", "b"), req("a1", "a"), req("b1", "b")]  # round-robin
+    assert sorted(q.processing()) == sorted(run)
+    assert len(q) == 2
+    # One cluster left: the fast path takes a stretch of its deque.
+    q.add_many([req(f"c{i}") for i in range(5)], cluster="")
+    assert q.take(3) == [req("a2", "a"), req("b2", "b"), req("c0")]
+    rest = q.take(100)
+    assert rest == [req(f"c{i}") for i in range(1, 5)]
+    rest.append(req("c0"))
+    assert q.take(1) == []
+    q.add(req("a0", "a"))  # processing: dirty, requeued by finish()
+    for item in run + rest:
+        q.finish(item)
+    assert q.take(5) == [req("a0", "a")]
+    await q.shutdown()
+    q.add(req("late"))
+    assert q.take(5) == []

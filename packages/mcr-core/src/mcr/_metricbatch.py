@@ -9,7 +9,7 @@ on demand). Values seen by a scrape are therefore at most ``interval`` old; noth
 A histogram observation is one ``list.append``: the values are bucketed when flushed, in bulk
 (sorted once in C, then one binary search per bucket bound). The list keeps its identity across
 flushes, so a hot path may bind ``h.values.append`` once, and then keeps the batch's timer armed
-itself (``if batch._timer is None: batch.touch()``) once per unit of work instead of per
+itself (``if batch.timer is None: batch.touch()``) once per unit of work instead of per
 observation. A histogram holds at most one interval's observations (32 bytes each: 3 MiB at
 100,000 observations a second); an ``array('d')`` would take a quarter of that but costs more
 per append than the rest of a no-op reconcile's bookkeeping.
@@ -39,7 +39,7 @@ class BatchedCounter:
 
     def inc(self, amount: float = 1.0) -> None:
         self.pending += amount
-        if self._batch._timer is None:
+        if self._batch.timer is None:
             self._batch.touch()
 
     def flush(self) -> None:
@@ -114,7 +114,7 @@ class BatchedHistogram:
     def observe(self, value: float) -> None:
         """Record ``value`` (in Prometheus within the batch's interval)."""
         self.values.append(value)
-        if self._batch._timer is None:
+        if self._batch.timer is None:
             self._batch.touch()
 
     def flush(self) -> None:
@@ -135,12 +135,13 @@ class BatchedHistogram:
 class Batch:
     """A group of batched metric children flushed together."""
 
-    __slots__ = ("_timer", "interval", "members")
+    __slots__ = ("interval", "members", "timer")
 
     def __init__(self, interval: float = 1.0) -> None:
         self.interval = interval
         self.members: list[BatchedCounter | BatchedHistogram] = []
-        self._timer: asyncio.TimerHandle | bool | None = None
+        self.timer: asyncio.TimerHandle | bool | None = None
+        """The armed flush (``None`` when nothing is pending): hot paths call :meth:`touch` only then."""
 
     def counter(self, child: Any) -> BatchedCounter:
         c = BatchedCounter(self, child)
@@ -161,24 +162,24 @@ class Batch:
 
     def touch(self) -> None:
         """Schedule a flush within ``interval`` (or flush now when no loop is running)."""
-        if self._timer is not None:
+        if self.timer is not None:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._timer = True  # stops members from re-entering touch() during the flush
+            self.timer = True  # stops members from re-entering touch() during the flush
             self.flush()
             return
-        self._timer = loop.call_later(self.interval, self.flush)
+        self.timer = loop.call_later(self.interval, self.flush)
 
     def flush(self) -> None:
         """Hand every pending value to Prometheus now."""
-        timer = self._timer
+        timer = self.timer
         if isinstance(timer, asyncio.TimerHandle):
             timer.cancel()
-        self._timer = True
+        self.timer = True
         try:
             for member in self.members:
                 member.flush()
         finally:
-            self._timer = None
+            self.timer = None

@@ -33,10 +33,10 @@ from mcr._controllerparts import ClusterMetrics, Engagement
 from mcr._metricbatch import Batch
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import _fields as _log_fields
-from mcr.ratelimit import ItemExponentialFailureRateLimiter, RateLimiter
+from mcr.ratelimit import RateLimiter
 from mcr.reconcile import Request, Result, _current_request, as_reconcile_func
 from mcr.source import Channel, Kind, kind_name
-from mcr.workqueue import _NOTHING, QueueShutDown, WorkQueue
+from mcr.workqueue import QueueShutDown, WorkQueue
 
 if TYPE_CHECKING:
     from mcr.cache.handlers import Registration
@@ -49,6 +49,11 @@ log = logging.getLogger("mcr.controller")
 ClusterFilter = Callable[[str, "Cluster"], bool]
 
 _names: weakref.WeakValueDictionary[str, Controller] = weakref.WeakValueDictionary()
+
+RUN_LIMIT = 64
+"""The most ready requests a single worker takes at once (see ``Controller._worker``)."""
+RUN_SECONDS = 0.001
+"""A worker's run of requests grows while runs take less than this (seconds), else starts over at one."""
 
 # Log fields a worker takes from its request rather than from the surrounding context.
 _REQUEST_FIELDS = ("cluster", "namespace", "name")
@@ -116,13 +121,14 @@ class Controller:
         self._worker_tasks: list[asyncio.Task[None]] = []
         self._current: list[Request | None] = []
         self._aborted: set[Request] = set()
+        self._draining: set[str] = set()  # clusters being handed over (see drain)
         self._started = False
         self._cluster_metrics: dict[str, ClusterMetrics] = {}
-        queue_metrics = self.queue._metrics
-        assert queue_metrics is not None  # a named queue records metrics
+        batch = self.queue.metrics_batch
+        assert batch is not None  # a named queue records metrics
         # One batch for the queue's and the reconcile metrics: the queue arms its timer on every
         # pop and done, which covers the worker's observations in between.
-        self._batch: Batch = queue_metrics.batch
+        self._batch: Batch = batch
         metrics.MAX_CONCURRENT_RECONCILES.labels(name).set(max_concurrent_reconciles)
         current = self._current
         metrics.ACTIVE_WORKERS.labels(name).set_function(
@@ -194,6 +200,7 @@ class Controller:
         if old is not None:
             old.superseded.set()
             await old.stop()
+        self._draining.discard(name)
         eng = Engagement(name, cluster)
         self._engagements[name] = eng
         self._ever_engaged = True
@@ -214,6 +221,7 @@ class Controller:
         Its watches stop and its queued requests are dropped; the engagement itself stays until
         ``engage`` is cancelled. Returns ``False`` if reconciles still ran after ``timeout`` s.
         """
+        self._draining.add(name)  # workers drop its requests they hold but have not started
         eng = self._engagements.get(name)
         if eng is not None:
             await eng.stop()
@@ -232,6 +240,7 @@ class Controller:
         if self._engagements.get(eng.name) is not eng:
             return  # replaced meanwhile: the new engagement owns the queue entries
         del self._engagements[eng.name]
+        self._draining.discard(eng.name)
         dropped = self.queue.forget_cluster(eng.name)
         cancelled = 0
         for req, task in list(zip(self._current, self._worker_tasks, strict=True)):
@@ -353,9 +362,8 @@ class Controller:
         queue = self.queue
         task = asyncio.current_task()
         assert task is not None
-        pop = queue._pop  # queue.get_nowait() without the extra call (same package)
-        nothing = _NOTHING
-        done = queue.done
+        take = queue.take
+        finish = queue.finish
         engagements = self._engagements
         cluster_metrics = self._cluster_metrics
         current = self._current
@@ -365,129 +373,144 @@ class Controller:
         # as setting, and nothing runs in this task between two requests but this loop, which
         # clears it before waiting for work and before logging about a request it drops.
         set_request = _current_request.set
-        clock = queue._clock
-        processing = queue._processing
-        dirty = queue._dirty
-        after_done = queue._after_done
+        clock = queue.clock
         batch = self._batch
         timeout = self.reconcile_timeout
         controller = self.name
-        limiter = queue.rate_limiter
-        # The default limiter's failure history, read directly: most successes have none to drop.
-        failures = limiter._failures if type(limiter) is ItemExponentialFailureRateLimiter else None
+        forget = queue.rate_limiter.forget
         outer = _log_fields.get()
         _log_fields.set(
             {**{k: v for k, v in outer.items() if k not in _REQUEST_FIELDS}, "controller": controller}
         )
+        # A single worker takes the ready requests in runs (`take`), sized so that a run takes
+        # about a millisecond: doubled after a faster run, back to one request after a slower one.
+        # Runs save the per-request hand-out; short ones keep the queue's de-duplication and
+        # fairness (a request held in a run is processing, so an event for it requeues it). With
+        # several workers each takes one request at a time: a run would hold requests that an
+        # idle worker could have started.
+        most = RUN_LIMIT if self.max_concurrent_reconciles == 1 else 1
+        size = 1
+        draining = self._draining
         while True:
-            end: float | None = None
-            # No coroutine per item while work is queued.
-            req: Request = nothing if queue._shutting_down else pop()  # type: ignore[assignment]  # the sentinel stands for 'no item'; checked below
-            if req is nothing:
+            reqs = take(size)
+            if not reqs:
                 set_request(None)
                 try:
-                    req = await queue.get()
+                    reqs = [await queue.get()]
                 except QueueShutDown:
                     return
+            start = began = queue.popped_at  # the hand-out, on the queue's clock
+            pos = 0
             try:
-                cluster = req[2]  # req.cluster_name, without the property call
-                if cluster not in engagements and self._ever_engaged:
-                    set_request(None)
-                    queue.forget(req)
-                    log.debug(
-                        "dropping %s: cluster %r is not engaged",
-                        req,
-                        cluster,
-                        extra={"controller": controller},
-                    )
-                    continue
-                m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
-                current[slot] = req
-                set_request(req)
-                start = queue._popped_at  # taken by the pop just now, on the queue's clock
-                disengaged = False  # cancelled because its cluster was disengaged
-                try:
+                for pos, req in enumerate(reqs):  # pos is read after the loop
+                    end: float | None = None
+                    if draining and pos and req[2] in draining:
+                        # Held since the run was taken, and its cluster is being handed over: not
+                        # started, so let it go like a queued request. (A run taken before a
+                        # shutdown is finished, as the request in flight is.)
+                        finish(req)
+                        continue
                     try:
-                        if timeout is None:
-                            result = await reconcile(req)
-                        else:
-                            async with asyncio.timeout(timeout):
-                                result = await reconcile(req)
-                    except asyncio.CancelledError:
-                        if req in aborted:
-                            aborted.discard(req)
-                            disengaged = True
-                            if task.uncancel() == 0:
+                        cluster = req[2]  # req.cluster_name, without the property call
+                        if cluster not in engagements and self._ever_engaged:
+                            set_request(None)
+                            queue.forget(req)
+                            log.debug(
+                                "dropping %s: cluster %r is not engaged",
+                                req,
+                                cluster,
+                                extra={"controller": controller},
+                            )
+                            continue
+                        m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
+                        current[slot] = req
+                        set_request(req)
+                        disengaged = False  # cancelled because its cluster was disengaged
+                        try:
+                            try:
+                                if timeout is None:
+                                    result = await reconcile(req)
+                                else:
+                                    async with asyncio.timeout(timeout):
+                                        result = await reconcile(req)
+                            except asyncio.CancelledError:
+                                if req in aborted:
+                                    aborted.discard(req)
+                                    disengaged = True
+                                    if task.uncancel() == 0:
+                                        queue.forget(req)
+                                        log.info("reconcile cancelled: cluster disengaged")
+                                        continue
+                                raise
+                            except TerminalError:
                                 queue.forget(req)
-                                log.info("reconcile cancelled: cluster disengaged")
+                                m.error.inc()
+                                m.errors.inc()
+                                m.terminal.inc()
+                                log.exception("terminal reconciler error (not requeued)")
                                 continue
-                        raise
-                    except TerminalError:
-                        queue.forget(req)
-                        m.error.inc()
-                        m.errors.inc()
-                        m.terminal.inc()
-                        log.exception("terminal reconciler error (not requeued)")
-                        continue
-                    except ClusterNotFoundError as exc:
-                        queue.forget(req)
-                        m.success.inc()
-                        log.debug("dropping request: %s", exc)
-                        continue
-                    except Exception as exc:
-                        queue.add_rate_limited(req)
-                        m.error.inc()
-                        m.errors.inc()
-                        if isinstance(exc, TimeoutError) and timeout is not None:
-                            m.timeouts.inc()
-                        log.exception("reconciler error")
-                        continue
-                    if result is None:
-                        if failures is None:
-                            limiter.forget(req)
-                        elif failures:
-                            failures.pop(req, None)
-                        # success.inc(), inlined; the batch's timer is armed below.
-                        m.success.pending += 1.0
-                    else:
-                        self._handle_result(req, result, m)
-                finally:
-                    end = clock()
-                    m.time_append(end - start)
-                    if batch._timer is None:
-                        batch.touch()
-                    current[slot] = None
-                    if aborted and req in aborted:
-                        # Disengagement cancelled us, but the reconciler finished anyway (it
-                        # swallowed the cancellation, or finished first): take it back.
-                        aborted.discard(req)
-                        task.uncancel()
-                        disengaged = True
-                    if disengaged:
-                        self._retire_metrics(cluster)
-            except Exception:
-                # Every reconciler outcome is handled above; reaching here is a bug in mcr, and a
-                # worker must survive it.
-                metrics.RECONCILE_PANICS_TOTAL.labels(controller, req.cluster_name).inc()
-                log.exception("internal error while processing %s", req, extra={"controller": controller})
+                            except ClusterNotFoundError as exc:
+                                queue.forget(req)
+                                m.success.inc()
+                                log.debug("dropping request: %s", exc)
+                                continue
+                            except Exception as exc:
+                                queue.add_rate_limited(req)
+                                m.error.inc()
+                                m.errors.inc()
+                                if isinstance(exc, TimeoutError) and timeout is not None:
+                                    m.timeouts.inc()
+                                log.exception("reconciler error")
+                                continue
+                            if result is None:
+                                forget(req)
+                                # success.inc(), inlined; the batch's timer is armed below.
+                                m.success.pending += 1.0
+                            else:
+                                self._handle_result(req, result, m)
+                        finally:
+                            end = clock()
+                            m.time_append(end - start)
+                            start = end  # the next held request starts now
+                            if batch.timer is None:
+                                batch.touch()
+                            current[slot] = None
+                            if aborted and req in aborted:
+                                # Disengagement cancelled us, but the reconciler finished anyway (it
+                                # swallowed the cancellation, or finished first): take it back.
+                                aborted.discard(req)
+                                task.uncancel()
+                                disengaged = True
+                            if disengaged:
+                                self._retire_metrics(cluster)
+                    except Exception:
+                        # Every reconciler outcome is handled above; reaching here is a bug in mcr,
+                        # and a worker must survive it.
+                        metrics.RECONCILE_PANICS_TOTAL.labels(controller, req.cluster_name).inc()
+                        log.exception(
+                            "internal error while processing %s", req, extra={"controller": controller}
+                        )
+                    finally:
+                        if end is None:
+                            queue.done(req)
+                        else:
+                            # The reconcile time histogram is mirrored into the queue's work
+                            # duration (same start and end): recorded once.
+                            finish(req)
+
+                pos = len(reqs)
             finally:
-                if end is None:
-                    done(req)
-                else:
-                    # queue.done(req), inlined: the reconcile time histogram is mirrored into the
-                    # queue's work duration (same start and end), the rest is rarely needed.
-                    processing.pop(req, None)
-                    if dirty or queue._drained is not None:
-                        after_done(req)
+                for req in reqs[pos + 1 :] if pos < len(reqs) else ():
+                    finish(req)  # cancelled with requests still held: none stays processing
+            if most > 1:
+                size = min(size * 2, most) if clock() - began < RUN_SECONDS else 1
 
     def _metrics_for(self, cluster: str) -> ClusterMetrics:
         m = self._cluster_metrics.get(cluster)
         if m is None:
             m = self._cluster_metrics[cluster] = ClusterMetrics(self._batch, self.name, cluster)
-            queue_metrics = self.queue._metrics
-            if queue_metrics is not None:
-                # A reconcile's time is its work duration in the queue (from hand-out to done).
-                m.time.mirror(queue_metrics.work_duration.child)
+            # A reconcile's time is its work duration in the queue (from hand-out to done).
+            self.queue.mirror_work_duration(m.time)
         return m
 
     def _handle_result(self, req: Request, result: object, m: ClusterMetrics) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mcr.kinds import gvk_of
@@ -27,12 +28,15 @@ if TYPE_CHECKING:
     from mcr.cluster import Cluster
 
 __all__ = [
+    "BulkQueue",
     "EnqueueRequestForObject",
     "EnqueueRequestForOwner",
     "EnqueueRequestsFromMapFunc",
     "EventHandler",
     "Queue",
     "group_kind_of",
+    "request_for",
+    "requests_for",
 ]
 
 log = logging.getLogger("mcr.handler")
@@ -44,6 +48,17 @@ class Queue(Protocol):
     """What a handler adds requests to (the controller's :class:`mcr.workqueue.WorkQueue`)."""
 
     def add(self, item: Request, priority: int = 0) -> None: ...
+
+
+@runtime_checkable
+class BulkQueue(Queue, Protocol):
+    """A :class:`Queue` that also takes a list of one cluster's requests in one call.
+
+    Sources hand whole informer lists and watch reads to such a queue (the controller's
+    :class:`mcr.workqueue.WorkQueue` is one) instead of one ``add`` per object.
+    """
+
+    def add_many(self, items: list[Request], priority: int = 0, *, cluster: str | None = None) -> None: ...
 
 
 @runtime_checkable
@@ -64,12 +79,35 @@ class EventHandler(Protocol):
     def generic(self, cluster_name: str, obj: Any, queue: Queue, priority: int) -> None: ...
 
 
-def _request_for(cluster_name: str, obj: Any) -> Request | None:
-    m = meta(obj)
+def request_for(cluster_name: str, obj: Any) -> Request | None:
+    """The request :class:`EnqueueRequestForObject` makes for ``obj`` (``None``: it has no name).
+
+    The one place that maps an object to its own request; the informer's dicts take a short path.
+    """
+    m = obj.get("metadata") if type(obj) is dict else None
+    if type(m) is not dict:
+        m = meta(obj)
     name = m.get("name")
     if not name:
         return None
-    return Request(m.get("namespace") or "", name, cluster_name)
+    # Request(namespace, name, cluster_name) without the namedtuple's Python-level __new__.
+    return _new_request(Request, (m.get("namespace") or "", name, cluster_name))
+
+
+def requests_for(cluster_name: str, objs: list[Any]) -> list[Request]:
+    """:func:`request_for` of each of an informer's objects, in bulk.
+
+    The objects must be dicts whose metadata has a name (an informer keys its store by it);
+    anything else raises ``KeyError``/``TypeError``, and the caller falls back to :func:`request_for`.
+    """
+    metas = [obj["metadata"] for obj in objs]
+    return list(
+        map(
+            _new_request,
+            repeat(Request),
+            zip([m.get("namespace") or "" for m in metas], [m["name"] for m in metas], repeat(cluster_name)),
+        )
+    )
 
 
 class EnqueueRequestForObject:
@@ -81,17 +119,12 @@ class EnqueueRequestForObject:
     __slots__ = ()
 
     def create(self, cluster_name: str, obj: Any, queue: Queue, priority: int) -> None:
-        # The informer's dicts take the short path: this runs once per event.
-        m = obj.get("metadata") if type(obj) is dict else None
-        if type(m) is not dict:
-            m = meta(obj)
-        name = m.get("name")
-        if name:
-            # Request(namespace, name, cluster_name) without the namedtuple's Python-level __new__.
-            queue.add(_new_request(Request, (m.get("namespace") or "", name, cluster_name)), priority)
+        req = request_for(cluster_name, obj)
+        if req is not None:
+            queue.add(req, priority)
 
     def update(self, cluster_name: str, old: Any, new: Any, queue: Queue, priority: int) -> None:
-        req = _request_for(cluster_name, new if new is not None else old)
+        req = request_for(cluster_name, new if new is not None else old)
         if req is not None:
             queue.add(req, priority)
 

@@ -18,14 +18,12 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache.handlers import DeletedFinalStateUnknown, Registration, WatchNote
-from mcr.handler import EnqueueRequestForObject, EventHandler, Queue
+from mcr.handler import BulkQueue, EnqueueRequestForObject, EventHandler, Queue, request_for, requests_for
 from mcr.predicate import Predicate, meta
-from mcr.reconcile import Request
-from mcr.workqueue import LOW_PRIORITY, WorkQueue
+from mcr.workqueue import LOW_PRIORITY
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
@@ -33,8 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["Channel", "ClusterFilter", "GenericEvent", "Kind", "SyncTimeoutError", "kind_name"]
 
 log = logging.getLogger("mcr.source")
-
-_new_request = tuple.__new__
 
 ClusterFilter = Callable[[str, "Cluster"], bool]
 """``fn(cluster_name, cluster) -> bool``: whether a provider cluster is engaged by a source."""
@@ -126,7 +122,7 @@ class Kind:
 class _ClusterEvents:
     """The informer-facing adapter of one (source, cluster): predicates, priority, handler."""
 
-    __slots__ = ("add_many", "cluster_name", "fast_add", "handler", "on_events", "predicates", "queue")
+    __slots__ = ("add_many", "cluster_name", "handler", "on_events", "predicates", "queue")
 
     def __init__(
         self, cluster_name: str, handler: EventHandler, predicates: tuple[Predicate, ...], queue: Queue
@@ -135,30 +131,20 @@ class _ClusterEvents:
         self.handler = handler
         self.predicates = predicates
         self.queue = queue
-        # The common case (the default handler, no predicates) is handled in on_add itself: one
-        # Python call less per event.
-        self.fast_add = not predicates and type(handler) is EnqueueRequestForObject
-        # Bulk adds need mcr's own queue (other Queue implementations get one add per object).
-        self.add_many = queue.add_many if isinstance(queue, WorkQueue) else None
+        # The common case (the default handler, no predicates, a queue that takes lists) turns a
+        # whole informer list or watch read into one add_many.
+        self.add_many = (
+            queue.add_many
+            if not predicates and type(handler) is EnqueueRequestForObject and isinstance(queue, BulkQueue)
+            else None
+        )
         # Batches of watch changes (without previous states) only where they become one
         # add_many; otherwise the informer notifies this adapter per event, old state included.
         self.on_events: Callable[[list[WatchNote]], None] | None = (
-            self._on_events if self.fast_add and self.add_many is not None else None
+            self._on_events if self.add_many is not None else None
         )
 
     def on_add(self, obj: Any, is_initial_list: bool) -> None:
-        if self.fast_add:
-            # EnqueueRequestForObject.create, inlined for the informer's dicts; anything else (a
-            # model from a custom transform, a metadata without a name) takes the general path.
-            try:
-                m = obj["metadata"]
-                req = _new_request(Request, (m.get("namespace") or "", m["name"], self.cluster_name))
-            except (KeyError, TypeError, AttributeError):
-                pass
-            else:
-                if req[1]:
-                    self.queue.add(req, LOW_PRIORITY if is_initial_list else 0)
-                return
         for p in self.predicates:
             if not p.create(obj):
                 return
@@ -166,7 +152,7 @@ class _ClusterEvents:
 
     def on_adds(self, objs: list[Any], is_initial_list: bool) -> None:
         """The adds of a whole list: one queue call for the common case, else ``on_add`` each."""
-        if not self.fast_add or self.add_many is None:
+        if self.add_many is None:
             for obj in objs:
                 try:
                     self.on_add(obj, is_initial_list)
@@ -186,40 +172,16 @@ class _ClusterEvents:
         self._add_all([note[1] for note in notes], 0)
 
     def _add_all(self, objs: list[Any], priority: int) -> None:
-        """EnqueueRequestForObject for a list of the informer's objects, in one ``add_many``.
-
-        As comprehensions: the informer's objects are dicts whose metadata has a name (it keyed
-        its store by them).
-        """
+        """EnqueueRequestForObject for a list of objects, in one ``add_many``."""
         assert self.add_many is not None  # the callers checked
-        metas = [obj["metadata"] for obj in objs]
-        requests = list(
-            map(
-                _new_request,
-                repeat(Request),
-                zip(
-                    [m.get("namespace") or "" for m in metas],
-                    [m["name"] for m in metas],
-                    repeat(self.cluster_name),
-                ),
-            )
-        )
+        try:
+            requests = requests_for(self.cluster_name, objs)
+        except (KeyError, TypeError):
+            # Not the informer's plain dicts (a transform made models): one object at a time.
+            requests = [req for obj in objs if (req := request_for(self.cluster_name, obj)) is not None]
         self.add_many(requests, priority, cluster=self.cluster_name)
 
     def on_update(self, old: Any, new: Any) -> None:
-        if self.fast_add:
-            # EnqueueRequestForObject.update, inlined for the informer's dicts (the path of every
-            # watch MODIFIED event); an unchanged resourceVersion (a resync) is low priority.
-            try:
-                m = new["metadata"]
-                req = _new_request(Request, (m.get("namespace") or "", m["name"], self.cluster_name))
-                unchanged = old["metadata"].get("resourceVersion") == m.get("resourceVersion")
-            except (KeyError, TypeError, AttributeError):
-                pass
-            else:
-                if req[1]:
-                    self.queue.add(req, LOW_PRIORITY if unchanged else 0)
-                return
         for p in self.predicates:
             if not p.update(old, new):
                 return

@@ -286,7 +286,9 @@ class Transport:
         """A GET whose body is read line by line (watches), as an async context manager.
 
         ``async with transport.stream(path, query=q) as lines: async for line in lines: ...``.
-        Each line is ``bytes`` without the newline; empty lines are skipped. Non-2xx answers raise
+        Each line is ``bytes`` without the newline; empty lines are skipped. ``await
+        lines.read_block()`` instead hands out every complete line of the next read of the
+        connection at once (use one way of reading per stream). Non-2xx answers raise
         as :meth:`request` does on entry; a broken connection raises :class:`TransportError` from
         the iterator. ``timeout`` bounds the whole stream (``None``: only the server's own).
         Leaving the block closes the connection if the body was not read to the end.
@@ -504,7 +506,8 @@ class _Stream:
 
 
 class _Lines:
-    """Async iterator over the newline-separated lines of a streaming response body."""
+    """The newline-separated lines of a streaming response body: one by one (``async for``) or
+    one read at a time (:meth:`read_block`)."""
 
     def __init__(self, transport: Transport, resp: aiohttp.ClientResponse) -> None:
         self._transport = transport
@@ -518,16 +521,20 @@ class _Lines:
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self
 
+    async def _read(self) -> bytes:
+        """The next chunk of the body (``b""`` at its end); connection failures as TransportError."""
+        try:
+            return await self._resp.content.readany()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            if self._transport.closed:
+                return b""
+            raise self._transport._transport_error("GET", self._resp.url, exc) from exc
+
     async def __anext__(self) -> bytes:
         while not self.pending:
             if self._eof:
                 raise StopAsyncIteration
-            try:
-                chunk = await self._resp.content.readany()
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                if self._transport.closed:
-                    raise StopAsyncIteration from None
-                raise self._transport._transport_error("GET", self._resp.url, exc) from exc
+            chunk = await self._read()
             if not chunk:
                 self._eof = True
                 if self._buf.strip():
@@ -540,3 +547,32 @@ class _Lines:
             self.pending.extend(p for p in parts if p.strip())
             self.pending.reverse()
         return self.pending.pop()
+
+    async def read_block(self) -> bytes:
+        """Every complete line the next read of the connection finishes, as one ``bytes``.
+
+        The lines keep their separating newlines (not the last one) and may include empty lines;
+        a line split across reads waits for its end. Returns ``b""`` at the end of the body (the
+        unterminated rest, if any, comes as the last block). Costs one call per read, not per line.
+        """
+        if self.pending:
+            block = b"\n".join(reversed(self.pending))
+            self.pending.clear()
+            return block
+        while not self._eof:
+            chunk = await self._read()
+            if not chunk:
+                self._eof = True
+                rest, self._buf = self._buf, b""
+                if rest.strip():
+                    return rest
+                break
+            data = self._buf + chunk if self._buf else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                self._buf = data
+                continue
+            self._buf = data[cut + 1 :]
+            if cut:
+                return data[:cut]
+        return b""

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+from mcr._metricbatch import Batch, BatchedHistogram
 from mcr._queueparts import ClusterQueue, Info, QueueMetrics, take_stale
 from mcr.ratelimit import RateLimiter, cluster_of, default_controller_rate_limiter
 
@@ -68,7 +69,8 @@ class WorkQueue(Generic[T]):
         self.name = name
         self.rate_limiter: RateLimiter = rate_limiter or default_controller_rate_limiter()
         self._cluster_of = cluster_of
-        self._clock = clock
+        self.clock = clock
+        """The queue's clock (``time.monotonic`` unless given): enqueue and hand-out times."""
         self._seq = 0
         self._queued: dict[T, Info] = {}
         self._subs: dict[str, ClusterQueue[T]] = {}
@@ -84,7 +86,8 @@ class WorkQueue(Generic[T]):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._getters: deque[asyncio.Future[None]] = deque()
-        self._popped_at = 0.0  # clock reading of the last item handed out (workers reuse it)
+        self.popped_at = 0.0
+        """The :attr:`clock` reading when the last item was handed out (a worker's start time)."""
         self._shutting_down = False
         self._drained: asyncio.Event | None = None
         self._metrics = QueueMetrics(self, name) if name else None
@@ -109,7 +112,7 @@ class WorkQueue(Generic[T]):
             self._add_known(item, priority)
             return
         # A new item, the path of nearly every event: _push, inlined.
-        queued[item] = (priority, self._clock())
+        queued[item] = (priority, self.clock())
         of = self._cluster_of
         if of is cluster_of:
             # cluster_of, inlined for the default mapping.
@@ -129,7 +132,7 @@ class WorkQueue(Generic[T]):
         if m is not None:
             adds = m.adds  # adds.inc(), inlined
             adds.pending += 1.0
-            if adds._batch._timer is None:
+            if adds._batch.timer is None:
                 adds._batch.touch()
         if self._getters:
             self._wake_one()
@@ -150,7 +153,7 @@ class WorkQueue(Generic[T]):
         info = self._queued.get(item)
         if info is None:
             # It was waiting only: ready now.
-            self._push(item, priority, self._clock())
+            self._push(item, priority, self.clock())
             if m is not None:
                 m.adds.inc()
             if self._getters:
@@ -180,7 +183,7 @@ class WorkQueue(Generic[T]):
             and (not processing or processing.keys().isdisjoint(items))
             and (not waiting or waiting.keys().isdisjoint(items))
         ):
-            fresh = dict.fromkeys(items, (priority, self._clock()))
+            fresh = dict.fromkeys(items, (priority, self.clock()))
             if queued:
                 queued.update(fresh)
             else:
@@ -215,7 +218,7 @@ class WorkQueue(Generic[T]):
             return
         if item in self._queued:
             return
-        ready_at = self._clock() + delay
+        ready_at = self.clock() + delay
         waiting = self._waiting.get(item)
         if waiting is not None and waiting[0] <= ready_at:
             if priority > waiting[1]:
@@ -278,30 +281,89 @@ class WorkQueue(Generic[T]):
         item = self._pop()
         if item is _NOTHING:
             return None
-        self._arm_metrics()
+        m = self._metrics
+        if m is not None and m.batch.timer is None:  # _arm_metrics(), inlined: a worker's hot path
+            m.batch.touch()
         return item  # type: ignore[return-value]  # _pop returns T or the sentinel
+
+    def take(self, limit: int) -> list[T]:
+        """Up to ``limit`` ready items at once, in the order :meth:`get_nowait` would hand them out.
+
+        Each is processing (until :meth:`done` or :meth:`finish`) from now on, and :attr:`popped_at`
+        is the one clock reading of the hand-out. Empty when nothing is ready and after shutdown.
+        For a worker that runs many short items back to back: one call instead of one per item.
+        """
+        if self._shutting_down or limit < 1:
+            return []
+        fast = self._fast
+        items: list[Any]
+        if not fast or self._stale or limit == 1:
+            items = []
+            pop = self._pop
+            while len(items) < limit and (item := pop()) is not _NOTHING:
+                items.append(item)
+        else:
+            # One cluster, one priority, only live entries (see _pop): take a run of its deque.
+            sub = self._rr[0]
+            items = [fast.popleft() for _ in range(min(limit, len(fast)))]
+            now = self.popped_at = self.clock()
+            queued = self._queued
+            processing = self._processing
+            m = self._metrics
+            for item in items:
+                info = queued.pop(item)
+                processing[item] = now
+                if m is not None:
+                    m.queue_append(now - info[1])
+            sub.live -= len(items)
+            if not sub.live:
+                self._drop(sub)
+        if items:
+            m = self._metrics
+            if m is not None and m.batch.timer is None:
+                m.batch.touch()
+        return items
 
     def done(self, item: T) -> None:
         """Mark ``item`` processed; if it was added meanwhile, queue it again."""
         start = self._processing.pop(item, None)
         m = self._metrics
         if start is not None and m is not None:
-            m.work_append(self._clock() - start)
+            m.work_append(self.clock() - start)
             self._arm_metrics()
         if self._dirty or self._drained is not None:
             self._after_done(item)
 
+    def finish(self, item: T) -> None:
+        """:meth:`done` without recording ``item``'s work duration.
+
+        For a worker that records that duration itself, in a histogram that
+        :meth:`mirror_work_duration` links to the queue's: the measurement is taken once.
+        """
+        self._processing.pop(item, None)
+        if self._dirty or self._drained is not None:
+            self._after_done(item)
+
+    @property
+    def metrics_batch(self) -> Batch | None:
+        """The batch the queue's metrics are flushed with (``None``: an unnamed queue, no metrics).
+
+        A worker may record its own metrics in it: they are flushed together.
+        """
+        return self._metrics.batch if self._metrics is not None else None
+
+    def mirror_work_duration(self, histogram: BatchedHistogram) -> None:
+        """Add every observation of ``histogram`` to the queue's work duration too (see :meth:`finish`)."""
+        if self._metrics is not None:
+            histogram.mirror(self._metrics.work_duration.child)
+
     def _after_done(self, item: T) -> None:
         """The rest of :meth:`done` once ``item`` left ``_processing``: requeue it if it was
-        added meanwhile, and wake a draining :meth:`shutdown`.
-
-        Workers that record the work duration themselves (a histogram mirrored into this queue's)
-        pop ``_processing`` and call this only when ``_dirty`` or ``_drained`` is set.
-        """
+        added meanwhile, and wake a draining :meth:`shutdown`."""
         if self._dirty:
             priority = self._dirty.pop(item, None)
             if priority is not None and not self._shutting_down:
-                self._push(item, priority, self._clock())
+                self._push(item, priority, self.clock())
                 if self._getters:
                     self._wake_one()
         if self._drained is not None and not self._processing:
@@ -416,7 +478,7 @@ class WorkQueue(Generic[T]):
             item, found = self._pop_turn()
             if found is None:
                 return _NOTHING
-        now = self._popped_at = self._clock()
+        now = self.popped_at = self.clock()
         self._processing[item] = now
         m = self._metrics
         if m is not None:
@@ -485,7 +547,7 @@ class WorkQueue(Generic[T]):
     def _arm_metrics(self) -> None:
         """Make sure recorded metrics reach Prometheus within the batch interval."""
         m = self._metrics
-        if m is not None and m.batch._timer is None:
+        if m is not None and m.batch.timer is None:
             m.batch.touch()
 
     def _wake_one(self) -> None:
@@ -505,11 +567,11 @@ class WorkQueue(Generic[T]):
             self._timer.cancel()
         self._timer_at = ready_at
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(max(0.0, ready_at - self._clock()), self._fire)
+        self._timer = loop.call_later(max(0.0, ready_at - self.clock()), self._fire)
 
     def _fire(self) -> None:
         self._timer = None
-        now = self._clock()
+        now = self.clock()
         delayed = self._delayed
         while delayed and delayed[0][0] <= now:
             ready_at, _, item = heapq.heappop(delayed)
@@ -527,7 +589,7 @@ class WorkQueue(Generic[T]):
             heapq.heappop(delayed)
 
     def _unfinished(self) -> tuple[float, float]:
-        now = self._clock()
+        now = self.clock()
         total = 0.0
         longest = 0.0
         for start in self._processing.values():

@@ -17,7 +17,7 @@ from typing import Any
 from mcr.cache.backoff import BackoffPolicy
 from mcr.cache.gcpolicy import GCPolicy
 from mcr.cache.informer import ScopeSpec
-from mcr.cache.reflector import ReflectorConfig
+from mcr.cache.reflector import ReflectorConfig, strip_managed_fields
 from mcr.kinds import GVK, gvk_of
 
 __all__ = ["DEFAULT_SYNC_PERIOD", "ByObject", "CacheOptions", "NamespaceConfig", "strip_managed_fields"]
@@ -34,12 +34,6 @@ def _check_sync_period(value: float | None, where: str) -> None:
         raise ValueError(
             f"{where}: sync_period must be >= 0 seconds (0 or None disables resyncs), got {value!r}"
         )
-
-
-def strip_managed_fields(obj: Obj) -> Obj:
-    """The default transform: drop ``metadata.managedFields`` (often half an object's size)."""
-    obj["metadata"].pop("managedFields", None)
-    return obj
 
 
 @dataclass(frozen=True, slots=True)

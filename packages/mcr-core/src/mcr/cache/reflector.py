@@ -32,12 +32,21 @@ from mcr.errors import APIError, GoneError, TransportError, api_error_from_statu
 if TYPE_CHECKING:
     from mcr.transport import Transport
 
-__all__ = ["ReflectorConfig", "ReflectorSink", "WatchStalledError"]
+__all__ = ["ReflectorConfig", "ReflectorSink", "WatchStalledError", "strip_managed_fields"]
 
 log = logging.getLogger("mcr.cache")
 
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """The default transform: drop ``metadata.managedFields`` (often half an object's size).
+
+    Reflectors apply it inline (it is every event's transform unless the user set another).
+    """
+    obj["metadata"].pop("managedFields", None)
+    return obj
 
 
 class WatchStalledError(Exception):
@@ -217,13 +226,24 @@ class Reflector:
                 break
             query["continue"] = token
         kind, api_version, transform = self._kind, self._api_version, self._transform
-        objs: list[Obj] = []
-        append = objs.append
-        for item in items:
-            # List items carry no kind/apiVersion; watch objects do. Make them look alike.
-            item["kind"] = kind
-            item["apiVersion"] = api_version
-            append(transform(item) if transform is not None else item)
+        objs: list[Obj] = items
+        if transform is strip_managed_fields:
+            for item in items:
+                # List items carry no kind/apiVersion; watch objects do. Make them look alike.
+                item["kind"] = kind
+                item["apiVersion"] = api_version
+                item["metadata"].pop("managedFields", None)
+        elif transform is None:
+            for item in items:
+                item["kind"] = kind
+                item["apiVersion"] = api_version
+        else:
+            objs = []
+            append = objs.append
+            for item in items:
+                item["kind"] = kind
+                item["apiVersion"] = api_version
+                append(transform(item))
         self._sink.replace(self._scope, objs, rv)
         self.resource_version = rv
         self.lists += 1
@@ -273,54 +293,79 @@ class Reflector:
             self._backoff.reset()
 
     async def _consume(self, query: dict[str, str]) -> int:
-        """Read one watch stream to its end; returns the number of lines received.
+        """Read one watch stream to its end; returns the number of events received.
 
-        Each event goes to the sink as it is decoded (the store then frees the object it
-        replaces at once, which keeps the collector idle); ``watch_read_done`` follows the last
-        line of each read of the stream, and ends the stream's processing whatever happens.
+        Each read of the stream is decoded in one pass (its lines joined into one JSON array),
+        then its events reach the sink one by one (the store frees each object it replaces at
+        once, which keeps the collector idle); ``watch_read_done`` follows each read, and ends
+        the stream's processing whatever happens. A read that is not valid JSON as a whole is
+        decoded line by line, so that the events before a malformed line are applied.
         """
         sink = self._sink
-        sink_event = sink.watch_event
-        transform = self._transform
         loads = orjson.loads
         n = 0
         try:
             async with self._transport.stream(self._path, query=query) as lines:
-                async for line in lines:
+                while block := await lines.read_block():
                     self.progress += 1
                     try:
-                        event = loads(line)
+                        events = loads(b"".join((b"[", block.replace(b"\n", b","), b"]")))
                     except orjson.JSONDecodeError:
-                        if line.strip():
-                            raise _MalformedWatchError(
-                                f"the watch sent a line that is not JSON ({len(line)} bytes); re-watching "
-                                f"from resourceVersion {self.resource_version}"
-                            ) from None
-                        event = None
-                    if event is not None:
-                        try:
-                            etype = event["type"]
-                            obj = event["object"]
-                        except (KeyError, TypeError):
-                            raise _MalformedWatchError(
-                                "the watch sent a line that is not a watch event; re-watching from "
-                                f"resourceVersion {self.resource_version}"
-                            ) from None
-                        n += 1
-                        if etype == "BOOKMARK":
-                            self.resource_version = obj["metadata"]["resourceVersion"]
-                        elif etype == "ERROR":
-                            raise api_error_from_status(
-                                obj, method="WATCH", url=self._path, cluster=self._transport.cluster_name
-                            )
-                        else:
-                            rv = obj["metadata"]["resourceVersion"]
-                            if transform is not None:
-                                obj = transform(obj)
-                            sink_event(etype, obj)
-                            self.resource_version = rv
-                    if not lines.pending:
-                        sink.watch_read_done()
+                        events = None
+                    if events is not None:
+                        n += self._apply(events)
+                    else:
+                        n += self._apply_lines(block)
+                    sink.watch_read_done()
         finally:
             sink.watch_read_done()
+        return n
+
+    def _apply(self, events: list[Any]) -> int:
+        """Hand decoded watch events to the sink in order; returns how many there were."""
+        sink_event = self._sink.watch_event
+        transform = self._transform
+        strip = transform is strip_managed_fields  # applied inline: no call per event
+        if strip:
+            transform = None
+        for event in events:
+            try:
+                etype = event["type"]
+                obj = event["object"]
+                if etype == "ERROR":
+                    raise api_error_from_status(
+                        obj, method="WATCH", url=self._path, cluster=self._transport.cluster_name
+                    )
+                meta = obj["metadata"]
+                rv = meta["resourceVersion"]
+            except (KeyError, TypeError, AttributeError):
+                raise _MalformedWatchError(
+                    "the watch sent a line that is not a watch event; re-watching from "
+                    f"resourceVersion {self.resource_version}"
+                ) from None
+            if etype == "BOOKMARK":
+                self.resource_version = rv
+                continue
+            if strip:
+                meta.pop("managedFields", None)
+            elif transform is not None:
+                obj = transform(obj)
+            sink_event(etype, obj)
+            self.resource_version = rv
+        return len(events)
+
+    def _apply_lines(self, block: bytes) -> int:
+        """:meth:`_apply` for a read that did not decode as a whole: line by line, up to a bad one."""
+        n = 0
+        for line in block.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raise _MalformedWatchError(
+                    f"the watch sent a line that is not JSON ({len(line)} bytes); re-watching "
+                    f"from resourceVersion {self.resource_version}"
+                ) from None
+            n += self._apply([event])
         return n
