@@ -7,6 +7,8 @@ wall time mostly measures the neighbours.
 
 - ``queue``: add + get + done per item on :class:`mcr.workqueue.WorkQueue` (metrics on), items
   spread over 10 clusters; floor: the same operations on a plain ``dict`` + ``deque``.
+- ``histogram``: one observation of a batched histogram (append, sorted and bucketed at flush)
+  against counting per bucket as values arrive.
 - ``pipeline``: events handed to the handler of a ``Kind`` source → queue → 1 worker → no-op
   async reconcile, in one event loop; reconciles/s.
 - ``b2_watch``, ``b2_list``: a real ``mcr-envtest`` server in another process holding N
@@ -72,6 +74,47 @@ async def bench_queue(n: int) -> dict[str, float]:
     return {"subject_us": subject * 1e6, "floor_us": floor * 1e6}
 
 
+def bench_histogram(n: int) -> dict[str, float]:
+    """Per-observation ns of a batched histogram: mcr's (append now, sort and bucket at flush)
+    against counting per bucket as each value arrives (a binary search and an increment).
+
+    The values are reconcile-like durations (exponential, mean 30 µs) bucketed by
+    controller-runtime's reconcile time buckets; both include the flush into Prometheus.
+    """
+    import random
+    from bisect import bisect_left
+
+    from mcr import metrics
+    from mcr._metricbatch import Batch
+
+    rng = random.Random(1)
+    values = [rng.expovariate(1 / 3e-5) for _ in range(n)]
+    bounds = [*metrics.RECONCILE_TIME_BUCKETS, float("inf")]
+
+    batch = Batch()
+    hist = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels("bench-histogram", ""))
+    append = hist.values.append
+    start = time.process_time()
+    for v in values:
+        append(v)
+    batch.flush()
+    subject = (time.process_time() - start) / n
+
+    counts = [0] * len(bounds)
+    total = 0.0
+    child = metrics.RECONCILE_TIME_SECONDS.labels("bench-histogram-per-bucket", "")
+    start = time.process_time()
+    for v in values:
+        counts[bisect_left(bounds, v)] += 1
+        total += v
+    for bucket, count in zip(child._buckets, counts, strict=True):
+        if count:
+            bucket.inc(count)
+    child._sum.inc(total)
+    per_bucket = (time.process_time() - start) / n
+    return {"append_sort_ns": subject * 1e9, "per_bucket_ns": per_bucket * 1e9}
+
+
 async def bench_pipeline(n: int) -> dict[str, float]:
     """No-op reconciles/s when events arrive as fast as a handler can take them."""
     from mcr.controller import Controller
@@ -120,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
 
     n_queue = 20_000 if args.quick else 200_000
     _emit(results, bench="queue", n=n_queue, **mcr.run(bench_queue(n_queue), loop=args.loop))
+    n_hist = 20_000 if args.quick else 1_000_000
+    _emit(results, bench="histogram", n=n_hist, **bench_histogram(n_hist))
     n_pipe = 10_000 if args.quick else 100_000
     _emit(results, bench="pipeline", n=n_pipe, **mcr.run(bench_pipeline(n_pipe), loop=args.loop))
     if not args.skip_b2:
