@@ -14,7 +14,13 @@ import mcr.providers
 from mcr.errors import ClusterNotFoundError
 from mcr.multicluster import Provider, ProviderRunnable
 from mcr.testing import check_provider, eventually
-from mcr_provider_capi import CLUSTER, ClusterAPIProvider, __version__, control_plane_initialized
+from mcr_provider_capi import (
+    CLUSTER,
+    CLUSTER_NAME_LABEL,
+    ClusterAPIProvider,
+    __version__,
+    control_plane_initialized,
+)
 
 from .conftest import Management
 
@@ -115,6 +121,30 @@ async def test_missing_or_broken_kubeconfigs_leave_the_others_alone(management: 
     finally:
         mgr.stop()
         await asyncio.wait_for(runner, 30)
+
+
+async def test_other_cluster_secrets_are_cached_without_their_data(management: Management, run: Any) -> None:
+    # Cluster API labels a cluster's CA Secret too: the provider's cache keeps its metadata only.
+    m = management
+    await m.cluster("alpha")
+    await m.kubeconfig("alpha", m.servers[1])
+    await m.admin.api_reader.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "alpha-ca", "namespace": "tenants", "labels": {CLUSTER_NAME_LABEL: "alpha"}},
+            "data": {"tls.key": "c2VjcmV0", "tls.crt": "Y2VydA=="},
+        }
+    )
+    provider = ClusterAPIProvider(cluster=m.admin)
+    aware = run(provider)
+    await eventually(lambda: "tenants/alpha" in aware.engaged, message="alpha engaged")
+    view = provider.view
+    cached_ca = await view.client.get("v1/Secret", "alpha-ca", namespace="tenants")
+    assert "data" not in cached_ca
+    assert cached_ca["metadata"]["labels"] == {CLUSTER_NAME_LABEL: "alpha"}
+    cached_kubeconfig = await view.client.get("v1/Secret", "alpha-kubeconfig", namespace="tenants")
+    assert set(cached_kubeconfig["data"]) == {"value"}
 
 
 async def test_namespace_and_custom_readiness(management: Management, run: Any) -> None:

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from mcr.cache import ByObject, CacheOptions, NamespaceConfig
+from mcr.cache import ByObject, CacheOptions, NamespaceConfig, strip_managed_fields
 from mcr.cluster import Cluster
 from mcr.config import RestConfig
 from mcr.controller import Controller
@@ -107,7 +107,9 @@ class ClusterAPIProvider(SourcedProvider):
         namespaces = None if self.namespace is None else {self.namespace: NamespaceConfig()}
         options = CacheOptions(
             default_namespaces=namespaces,
-            by_object={"v1/Secret": ByObject(label_selector=CLUSTER_NAME_LABEL)},
+            by_object={
+                "v1/Secret": ByObject(label_selector=CLUSTER_NAME_LABEL, transform=_kubeconfig_secrets_only)
+            },
         )
         view = Cluster(management.config, name=f"{self.controller_name}-management", cache_options=options)
         controller = Controller(self.controller_name, self._reconcile, need_leader_election=False)
@@ -158,11 +160,28 @@ class ClusterAPIProvider(SourcedProvider):
         await self.sourced.apply(name, source=source, fingerprint=fingerprint(data), build=build)
 
 
+def _is_kubeconfig_secret(meta: dict[str, Any]) -> bool:
+    """Whether a Secret's metadata names the kubeconfig Secret of the cluster it is labelled with."""
+    cluster = (meta.get("labels") or {}).get(CLUSTER_NAME_LABEL)
+    return bool(cluster) and meta.get("name") == f"{cluster}{_SUFFIX}"
+
+
+def _kubeconfig_secrets_only(secret: dict[str, Any]) -> dict[str, Any]:
+    """The cache transform of the provider's Secrets: keep the data of kubeconfig Secrets only.
+
+    Cluster API labels a cluster's CA, etcd and service-account Secrets too; their private keys
+    have no business in this process's memory, so they are cached as metadata only.
+    """
+    strip_managed_fields(secret)
+    if not _is_kubeconfig_secret(secret["metadata"]):
+        secret.pop("data", None)
+        secret.pop("stringData", None)
+    return secret
+
+
 def _cluster_of_secret(secret: Any) -> Iterable[Request]:
     meta = secret.get("metadata") or {}
-    name = meta.get("name", "")
-    cluster = (meta.get("labels") or {}).get(CLUSTER_NAME_LABEL)
     # Only the kubeconfig Secret of a cluster matters (Cluster API also labels CA and etcd Secrets).
-    if cluster and name == f"{cluster}{_SUFFIX}":
-        return [Request(meta.get("namespace", ""), cluster)]
+    if _is_kubeconfig_secret(meta):
+        return [Request(meta.get("namespace", ""), meta["labels"][CLUSTER_NAME_LABEL])]
     return []
