@@ -26,6 +26,12 @@ def test_options_and_registration() -> None:
     assert provider.wanted({"metadata": {"name": "a", "labels": {"tenant": "x"}}})
     assert not provider.wanted({"metadata": {"name": "a"}})
     assert not provider.wanted({"metadata": {"name": "kube-system", "labels": {"tenant": "x"}}})
+    patterns = NamespaceProvider(exclude=["kube-*", "sandbox-?", "default"])
+    assert [
+        n
+        for n in ("kube-public", "kube", "sandbox-1", "sandbox-12", "default", "team-a")
+        if patterns.wanted({"metadata": {"name": n}})
+    ] == ["kube", "sandbox-12", "team-a"]
     assert not provider.wanted(
         {"metadata": {"name": "a", "labels": {"tenant": "x"}}, "status": {"phase": "Terminating"}}
     )

@@ -10,7 +10,7 @@ objects.
 The provider watches the host's Namespaces (through the host's cache, with a private controller):
 a namespace that appears is engaged; one that is deleted, or starts terminating, is disengaged
 (also when the informer learns of the deletion only by relisting). ``label_selector`` limits the
-namespaces, ``exclude`` names namespaces never engaged.
+namespaces, ``exclude`` names namespaces never engaged (names or shell-style patterns).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache.selectors import parse_label_selector
@@ -42,7 +43,9 @@ class NamespaceProvider:
     """Clusters from the namespaces of ``cluster`` (default: the manager's local cluster).
 
     ``label_selector`` (a selector string or mapping) keeps only the namespaces it matches;
-    ``exclude`` names namespaces never engaged (e.g. ``kube-system``). ``controller_name`` names
+    ``exclude`` names namespaces never engaged: names or shell-style patterns (``kube-*``, matched
+    case-sensitively with :func:`fnmatch.fnmatchcase`; a namespace name never contains ``*``, ``?``
+    or ``[``, so a plain name matches only itself). ``controller_name`` names
     the private controller that watches Namespaces. The provider starts the host (idempotent) and
     never stops a host it was given.
 
@@ -61,6 +64,7 @@ class NamespaceProvider:
         self.label_selector = label_selector
         self._selector = parse_label_selector(label_selector) if label_selector else None
         self.exclude = frozenset(exclude)
+        self._patterns = tuple(p for p in self.exclude if any(c in p for c in "*?["))
         self.controller_name = controller_name
         self._clusters = Clusters()
         self._shared: SharedViews | None = None
@@ -120,7 +124,10 @@ class NamespaceProvider:
     def wanted(self, namespace: Mapping[str, Any]) -> bool:
         """Whether ``namespace`` (a Namespace object) is a cluster of this provider."""
         meta = namespace.get("metadata") or {}
-        if meta.get("name") in self.exclude or meta.get("deletionTimestamp"):
+        name = meta.get("name") or ""
+        if name in self.exclude or meta.get("deletionTimestamp"):
+            return False
+        if any(fnmatchcase(name, pattern) for pattern in self._patterns):
             return False
         if (namespace.get("status") or {}).get("phase") == "Terminating":
             return False
