@@ -377,6 +377,11 @@ async def test_a_single_worker_takes_runs_and_drain_drops_the_held_ones(
             await asyncio.sleep(0.05)
             assert [r.name for r in seen if r.cluster_name == "a"] == ["a0"]
             assert ctrl.queue.processing() == []
+            # Enqueued after the hand-over (another cluster's events mapped to it): not reconciled.
+            ctrl.queue.add(Request("ns", "late", "a"))
+            ctrl.queue.add(Request("ns", "after", "w"))
+            await eventually(lambda: seen[-1] == Request("ns", "after", "w"), timeout=5)
+            assert [r.name for r in seen if r.cluster_name == "a"] == ["a0"]
         finally:
             for gate in gates.values():
                 gate.set()  # else stopping the controller would wait for ever

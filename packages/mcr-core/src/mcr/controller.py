@@ -402,13 +402,15 @@ class Controller:
             start = began = queue.popped_at  # the hand-out, on the queue's clock
             pos = 0
             try:
-                for pos, req in enumerate(reqs):  # pos is read after the loop
+                for pos, req in enumerate(reqs):  # noqa: B007  # pos is read after the loop
                     end: float | None = None
-                    if draining and pos and req[2] in draining:
-                        # Held since the run was taken, and its cluster is being handed over: not
-                        # started, so let it go like a queued request. (A run taken before a
-                        # shutdown is finished, as the request in flight is.)
+                    if draining and req[2] in draining:
+                        # Its cluster is being handed over (held since the run was taken, or
+                        # enqueued since by another cluster's mapping): not started, so let it go
+                        # like a queued request. (A run taken before a shutdown is finished, as
+                        # the request in flight is.)
                         finish(req)
+                        log.debug("dropping %s: cluster %r is being handed over", req, req[2])
                         continue
                     try:
                         cluster = req[2]  # req.cluster_name, without the property call
