@@ -8,6 +8,7 @@ import pytest
 from kubernetes.client import V1Deployment
 
 from mcr.client import Client
+from mcr.cluster import Cluster
 from mcr.errors import NoKindMatchError
 from mcr.kinds import GVK, GVR
 from mcr.restmapper import RESTMapper
@@ -93,3 +94,29 @@ async def test_crd_after_start_and_unknown_kinds(apiserver: Any, client: Client)
     assert (await mapper.resolve(GVK("example.org", "", "Gadget"))).gvk.version == "v1"
     await client.create({"apiVersion": "example.org/v1", "kind": "Gadget", "metadata": {"name": "g"}})
     assert (await client.get("example.org/v1/Gadget", "g"))["metadata"]["name"] == "g"
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["aggregated", "legacy"])
+async def test_identical_discovery_is_shared_between_clusters(fleet: Any, legacy: bool) -> None:
+    # Two servers of one version answer discovery alike: their mappers share one parsed snapshot
+    # (the same Mapping objects); a CRD on one of them gives that one its own again.
+    servers = fleet(2).servers
+    configs = [Cluster.from_kubeconfig(s.kubeconfig, name=f"disc-{i}") for i, s in enumerate(servers)]
+    try:
+        mappers = [c.rest_mapper for c in configs]
+        if legacy:
+            for s in servers:
+                s.faults.fail_next(1, status=406)  # no aggregated discovery
+        cm = [await m.mapping(GVK("", "v1", "ConfigMap")) for m in mappers]
+        assert cm[0] is cm[1]
+        assert (await mappers[0].mappings()) == (await mappers[1].mappings())
+        await configs[0].api_reader.create(GADGET_CRD)
+        gadget = GVK("example.org", "v1", "Gadget")
+        assert (await mappers[0].mapping(gadget)).gvr.resource == "gadgets"
+        with pytest.raises(NoKindMatchError):
+            await mappers[1].mapping(gadget)
+        assert await mappers[0].mapping(GVK("", "v1", "ConfigMap")) is not cm[1]
+        assert await mappers[1].mapping(GVK("", "v1", "ConfigMap")) == cm[1]
+    finally:
+        for c in configs:
+            await c.stop()

@@ -5,16 +5,24 @@ two requests; else the legacy ``/api``, ``/apis`` and one request per group-vers
 a kind it does not know refreshes discovery once, so a CRD created after start maps without a
 restart; refreshes are shared by concurrent callers and spaced at least ``min_refresh_interval``
 apart.
+
+Clusters whose servers answer discovery with the same documents (a fleet of one Kubernetes
+version) share one parsed snapshot: it is looked up by a digest of the documents' bytes before any
+parsing, and kept only while some mapper holds it. A snapshot is never changed once built.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from mcr.errors import APIError, NoKindMatchError, NotAcceptableError
 from mcr.kinds import GVK, GVR, gvk_of
@@ -84,6 +92,23 @@ class _Snapshot:
         self.by_gvk[m.gvk] = m
         self.by_gvr.setdefault(m.gvr, m.gvk)
         self.by_group_kind.setdefault((m.gvk.group, m.gvk.kind), []).append(m)
+
+
+_shared: weakref.WeakValueDictionary[bytes, _Snapshot] = weakref.WeakValueDictionary()
+"""Snapshots by the digest of the discovery documents they were built from."""
+
+
+def _interned(documents: Iterable[bytes], build: Callable[[], _Snapshot]) -> _Snapshot:
+    """The snapshot of ``documents``: one built earlier from the same bytes, else ``build()``."""
+    digest = hashlib.sha256()
+    for doc in documents:
+        digest.update(len(doc).to_bytes(8, "big"))
+        digest.update(doc)
+    key = digest.digest()
+    snap = _shared.get(key)
+    if snap is None:
+        snap = _shared[key] = build()
+    return snap
 
 
 class RESTMapper:
@@ -198,7 +223,7 @@ class RESTMapper:
     # --- aggregated discovery v2 ------------------------------------------------------------
 
     async def _load_aggregated(self) -> _Snapshot | None:
-        snap = _Snapshot()
+        bodies: list[bytes] = []
         for path in ("/api", "/apis"):
             try:
                 resp = await self.transport.request("GET", path, headers={"Accept": AGGREGATED_ACCEPT})
@@ -207,45 +232,59 @@ class RESTMapper:
             ctype = resp.headers.get("Content-Type", "")
             if "as=APIGroupDiscoveryList" not in ctype:
                 return None
-            doc = resp.json()
-            for item in doc.get("items") or []:
-                group = (item.get("metadata") or {}).get("name") or ""
-                for ver in item.get("versions") or []:
-                    version = ver.get("version") or ""
-                    for res in ver.get("resources") or []:
-                        snap.add(_from_aggregated(group, version, res))
-        return snap
+            bodies.append(resp.body)
+
+        def build() -> _Snapshot:
+            snap = _Snapshot()
+            for body in bodies:
+                for item in orjson.loads(body).get("items") or []:
+                    group = (item.get("metadata") or {}).get("name") or ""
+                    for ver in item.get("versions") or []:
+                        version = ver.get("version") or ""
+                        for res in ver.get("resources") or []:
+                            snap.add(_from_aggregated(group, version, res))
+            return snap
+
+        return _interned([b"aggregated", *bodies], build)
 
     # --- legacy discovery ---------------------------------------------------------------------
 
     async def _load_legacy(self) -> _Snapshot:
-        snap = _Snapshot()
-        core = (await self.transport.request("GET", "/api")).json()
+        core_body = (await self.transport.request("GET", "/api")).body
+        groups_body = (await self.transport.request("GET", "/apis")).body
+        core = orjson.loads(core_body)
         gvs: list[tuple[str, str]] = [("", v) for v in core.get("versions") or []]
-        groups = (await self.transport.request("GET", "/apis")).json()
-        for g in groups.get("groups") or []:
+        for g in orjson.loads(groups_body).get("groups") or []:
             preferred = (g.get("preferredVersion") or {}).get("version")
             versions = [v.get("version") for v in g.get("versions") or [] if v.get("version")]
             versions.sort(key=lambda v: v != preferred)
             gvs.extend((g.get("name") or "", v) for v in versions)
         docs = await asyncio.gather(*(self._group_version(g, v) for g, v in gvs))
-        for (group, version), doc in zip(gvs, docs, strict=True):
-            if doc is not None:
-                for m in _from_resource_list(group, version, doc.get("resources") or []):
-                    snap.add(m)
-        return snap
 
-    async def _group_version(self, group: str, version: str) -> dict[str, Any] | None:
+        def build() -> _Snapshot:
+            snap = _Snapshot()
+            for (group, version), doc in zip(gvs, docs, strict=True):
+                if doc is not None:
+                    for m in _from_resource_list(group, version, orjson.loads(doc).get("resources") or []):
+                        snap.add(m)
+            return snap
+
+        # Keyed by the group-versions and their documents (the /api and /apis lists also carry
+        # each server's own address); a group-version whose discovery failed is an empty document.
+        served = orjson.dumps(gvs)
+        return _interned([b"legacy", served, *(doc or b"" for doc in docs)], build)
+
+    async def _group_version(self, group: str, version: str) -> bytes | None:
+        """The raw discovery document of one group-version (``None`` if it failed: logged)."""
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         try:
-            doc: dict[str, Any] = (await self.transport.request("GET", path)).json()
+            return (await self.transport.request("GET", path)).body
         except APIError as exc:
             # An unavailable aggregated API must not hide every other group.
             log.warning(
                 "discovery of %s failed: %s", path, exc, extra={"cluster": self.transport.cluster_name}
             )
             return None
-        return doc
 
 
 def _from_aggregated(group: str, version: str, res: dict[str, Any]) -> Mapping:
