@@ -400,9 +400,9 @@ class Controller:
                 except QueueShutDown:
                     return
             start = began = queue.popped_at  # the hand-out, on the queue's clock
-            pos = 0
+            run = iter(reqs)
             try:
-                for pos, req in enumerate(reqs):  # noqa: B007  # pos is read after the loop
+                for req in run:
                     end: float | None = None
                     if draining and req[2] in draining:
                         # Its cluster is being handed over (held since the run was taken, or
@@ -499,11 +499,11 @@ class Controller:
                             # The reconcile time histogram is mirrored into the queue's work
                             # duration (same start and end): recorded once.
                             finish(req)
-
-                pos = len(reqs)
             finally:
-                for req in reqs[pos + 1 :] if pos < len(reqs) else ():
-                    finish(req)  # cancelled with requests still held: none stays processing
+                # Cancelled with requests still held (the iterator has not reached them): none may
+                # stay processing. After a complete run there is nothing left.
+                for req in run:
+                    finish(req)
             if most > 1:
                 size = min(size * 2, most) if clock() - began < RUN_SECONDS else 1
 

@@ -281,17 +281,16 @@ class WorkQueue(Generic[T]):
         item = self._pop()
         if item is _NOTHING:
             return None
-        m = self._metrics
-        if m is not None and m.batch.timer is None:  # _arm_metrics(), inlined: a worker's hot path
-            m.batch.touch()
+        self._arm_metrics()
         return item  # type: ignore[return-value]  # _pop returns T or the sentinel
 
     def take(self, limit: int) -> list[T]:
         """Up to ``limit`` ready items at once, in the order :meth:`get_nowait` would hand them out.
 
         Each is processing (until :meth:`done` or :meth:`finish`) from now on, and :attr:`popped_at`
-        is the one clock reading of the hand-out. Empty when nothing is ready and after shutdown.
-        For a worker that runs many short items back to back: one call instead of one per item.
+        is the clock reading of the hand-out (of its last item). Empty when nothing is ready and
+        after shutdown. For a worker that runs many short items back to back: one call instead of
+        one per item.
         """
         if self._shutting_down or limit < 1:
             return []
@@ -319,9 +318,7 @@ class WorkQueue(Generic[T]):
             if not sub.live:
                 self._drop(sub)
         if items:
-            m = self._metrics
-            if m is not None and m.batch.timer is None:
-                m.batch.touch()
+            self._arm_metrics()
         return items
 
     def done(self, item: T) -> None:

@@ -226,24 +226,14 @@ class Reflector:
                 break
             query["continue"] = token
         kind, api_version, transform = self._kind, self._api_version, self._transform
-        objs: list[Obj] = items
-        if transform is strip_managed_fields:
-            for item in items:
-                # List items carry no kind/apiVersion; watch objects do. Make them look alike.
-                item["kind"] = kind
-                item["apiVersion"] = api_version
+        strip = transform is strip_managed_fields  # the default, applied inline
+        for item in items:
+            # List items carry no kind/apiVersion; watch objects do. Make them look alike.
+            item["kind"] = kind
+            item["apiVersion"] = api_version
+            if strip:
                 item["metadata"].pop("managedFields", None)
-        elif transform is None:
-            for item in items:
-                item["kind"] = kind
-                item["apiVersion"] = api_version
-        else:
-            objs = []
-            append = objs.append
-            for item in items:
-                item["kind"] = kind
-                item["apiVersion"] = api_version
-                append(transform(item))
+        objs = items if strip or transform is None else [transform(item) for item in items]
         self._sink.replace(self._scope, objs, rv)
         self.resource_version = rv
         self.lists += 1
