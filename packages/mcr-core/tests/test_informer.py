@@ -17,6 +17,7 @@ from mcr.cache import (
     InformerCache,
     NamespaceConfig,
 )
+from mcr.cache.reader import field_index_name
 from mcr.cache.reflector import WatchStalledError
 from mcr.client import Client
 from mcr.config import load_config
@@ -275,6 +276,100 @@ async def test_batch_handlers_get_each_watch_read_in_one_call_with_the_same_chan
     # Resyncs still arrive one by one, as on_update(obj, obj).
     await informer.resync()
     assert batched.direct == len(informer.list())
+
+
+def _tagged(obj: dict[str, Any]) -> dict[str, Any]:
+    """A transform other than the default: reflectors then apply events one at a time."""
+    obj["metadata"].setdefault("annotations", {})["seen"] = "yes"
+    return obj
+
+
+async def test_one_read_mixing_adds_updates_and_deletes_applies_them_in_order(
+    env: Env, commit_burst: Callable[[list[str], int], None]
+) -> None:
+    """Runs of adds and updates in a read are applied in one pass; the deletes between them one
+    by one. Informers with an index, or with a transform of their own (applied one event at a
+    time), end in the same state after the same notifications."""
+    plain, indexed, transformed = env.cache(), env.cache(), env.cache(default_transform=_tagged)
+    logs: list[tuple[EventLog, BatchLog]] = []
+    informers = []
+    for cache in (plain, indexed, transformed):
+        await cache.start()
+        if cache is indexed:
+            await cache.index_field(CM, "data.round", lambda obj: [obj.get("data", {}).get("round", "")])
+        informer = await cache.get_informer(CM)
+        assert await informer.wait_for_sync(10)
+        per_event, batched = EventLog(), BatchLog()
+        informer.add_event_handler(per_event)
+        informer.add_event_handler(batched)
+        logs.append((per_event, batched))
+        informers.append(informer)
+    store = env.srv.store
+    names = [f"m{i}" for i in range(6)]
+    commit_burst(names, 0)  # six adds
+    store.remove("", "configmaps", "default", "m1")
+    commit_burst(["m0", "m2"], 1)  # two updates
+    store.remove("", "configmaps", "default", "m3")
+    commit_burst(["m1", "m6"], 1)  # m1 again, and a new one
+    store.remove("", "configmaps", "default", "m6")
+    expected = (
+        [("ADDED", f"default/{n}") for n in names]
+        + [("DELETED", "default/m1"), ("MODIFIED", "default/m0"), ("MODIFIED", "default/m2")]
+        + [("DELETED", "default/m3"), ("ADDED", "default/m1"), ("ADDED", "default/m6")]
+        + [("DELETED", "default/m6")]
+    )
+    await eventually(lambda: all(len(b.log) == len(expected) for _, b in logs))
+    last_rv = store.get("", "configmaps", "default", "m1")["metadata"]["resourceVersion"]  # type: ignore[index]
+    for (per_event, batched), informer in zip(logs, informers, strict=True):
+        assert [(t, key) for t, key, _ in per_event.log] == expected
+        assert batched.log == per_event.log
+        assert batched.direct == 0
+        assert sorted(informer_keys(informer)) == [
+            "default/m0",
+            "default/m1",
+            "default/m2",
+            "default/m4",
+            "default/m5",
+        ]
+        assert int(informer.resource_version) > int(last_rv)  # the delete of m6 came last
+        rounds_by_name = {obj["metadata"]["name"]: obj["data"]["round"] for obj in informer.list()}
+        assert rounds_by_name == {"m0": "1", "m1": "1", "m2": "1", "m4": "0", "m5": "0"}
+    assert all(obj["metadata"]["annotations"]["seen"] == "yes" for obj in informers[2].list()), (
+        "the transform ran on every object"
+    )
+    rounds = {obj["metadata"]["name"] for obj in informers[1].by_index(field_index_name("data.round"), "1")}
+    assert rounds == {"m0", "m1", "m2"}, "updates kept the index up to date"
+
+
+async def test_watch_changes_stops_at_the_first_event_it_does_not_apply(env: Env) -> None:
+    """Bookmarks, deletions and malformed events are left to the reflector, at their index."""
+    cache = env.cache()
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+
+    def cm(name: str, rv: str) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "default", "resourceVersion": rv, "managedFields": [{}]}
+        return {"type": "ADDED", "object": {"metadata": meta}}
+
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "900"}}}
+    no_metadata = {"type": "MODIFIED", "object": {"kind": "ConfigMap"}}
+    no_name = {"type": "MODIFIED", "object": {"metadata": {"resourceVersion": "903"}}}
+    events = [cm("w1", "901"), bookmark, cm("w2", "902"), no_metadata, no_name, cm("w3", "904")]
+    assert informer.watch_changes(events, 0, True) == (1, "901")
+    assert informer.watch_changes(events, 1, True) == (1, None)
+    assert informer.watch_changes(events, 2, False) == (3, "902")
+    assert informer.watch_changes(events, 3, True) == (3, None)
+    assert informer.watch_changes(events, 4, True) == (4, None)
+    assert informer.watch_changes(events, 5, True) == (6, "904")
+    stored = {obj["metadata"]["name"]: obj["metadata"] for obj in informer.list()}
+    assert "managedFields" not in stored["w1"]
+    assert "managedFields" not in stored["w3"]
+    assert "managedFields" in stored["w2"], "strip=False keeps them"
+
+
+def informer_keys(informer: Any) -> list[str]:
+    return [f"{obj['metadata']['namespace']}/{obj['metadata']['name']}" for obj in informer.list()]
 
 
 async def test_a_failing_or_removed_batch_handler_loses_nothing_for_the_others(

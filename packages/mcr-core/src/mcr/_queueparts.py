@@ -88,6 +88,7 @@ class QueueMetrics:
         "batch",
         "queue_append",
         "queue_duration",
+        "queue_extend",
         "retries",
         "work_append",
         "work_duration",
@@ -103,6 +104,7 @@ class QueueMetrics:
         self.work_duration = self.batch.histogram(metrics.WORKQUEUE_WORK_DURATION_SECONDS.labels(name, name))
         # Bound once: an observation on the hot path is one call (the arrays keep their identity).
         self.queue_append = self.queue_duration.values.append
+        self.queue_extend = self.queue_duration.values.extend
         self.work_append = self.work_duration.values.append
         self._thread = threading.get_ident()
         queue_ref = weakref.ref(queue)

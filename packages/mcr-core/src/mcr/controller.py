@@ -354,10 +354,11 @@ class Controller:
     async def _worker(self, slot: int) -> None:
         """One worker: take a request, reconcile it, record the outcome, mark it done; repeat.
 
-        The per-request work is inlined here (no coroutine per request besides the reconciler's)
-        and everything that stays the same between requests is bound once. The worker runs in its
-        own task, so it sets the ``controller`` log field once; per request it sets only the
-        current request (from which logs read cluster, namespace and name).
+        The per-request work is inlined here (no coroutine per request besides the reconciler's,
+        the uncommon outcomes in methods of their own) and everything that stays the same between
+        requests is bound once. The worker runs in its own task, so it sets the ``controller``
+        log field once; per request it sets only the current request (from which logs read
+        cluster, namespace and name).
         """
         queue = self.queue
         task = asyncio.current_task()
@@ -368,14 +369,14 @@ class Controller:
         cluster_metrics = self._cluster_metrics
         current = self._current
         aborted = self._aborted
-        reconcile = self._reconcile
+        timeout = self.reconcile_timeout
+        call = self._reconcile if timeout is None else self._reconcile_within
         # The current request is set per request and not reset after it: resetting costs as much
         # as setting, and nothing runs in this task between two requests but this loop, which
         # clears it before waiting for work and before logging about a request it drops.
         set_request = _current_request.set
         clock = queue.clock
         batch = self._batch
-        timeout = self.reconcile_timeout
         controller = self.name
         forget = queue.rate_limiter.forget
         outer = _log_fields.get()
@@ -403,87 +404,45 @@ class Controller:
             run = iter(reqs)
             try:
                 for req in run:
-                    end: float | None = None
-                    if draining and req[2] in draining:
-                        # Its cluster is being handed over (held since the run was taken, or
-                        # enqueued since by another cluster's mapping): not started, so let it go
-                        # like a queued request. (A run taken before a shutdown is finished, as
-                        # the request in flight is.)
-                        finish(req)
-                        log.debug("dropping %s: cluster %r is being handed over", req, req[2])
-                        continue
                     try:
                         cluster = req[2]  # req.cluster_name, without the property call
-                        if cluster not in engagements and self._ever_engaged:
+                        if (draining and cluster in draining) or (
+                            cluster not in engagements and self._ever_engaged
+                        ):
                             set_request(None)
-                            queue.forget(req)
-                            log.debug(
-                                "dropping %s: cluster %r is not engaged",
-                                req,
-                                cluster,
-                                extra={"controller": controller},
-                            )
+                            self._drop(req)
                             continue
                         m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
                         current[slot] = req
                         set_request(req)
-                        disengaged = False  # cancelled because its cluster was disengaged
                         try:
-                            try:
-                                if timeout is None:
-                                    result = await reconcile(req)
-                                else:
-                                    async with asyncio.timeout(timeout):
-                                        result = await reconcile(req)
-                            except asyncio.CancelledError:
-                                if req in aborted:
-                                    aborted.discard(req)
-                                    disengaged = True
-                                    if task.uncancel() == 0:
-                                        queue.forget(req)
-                                        log.info("reconcile cancelled: cluster disengaged")
-                                        continue
-                                raise
-                            except TerminalError:
-                                queue.forget(req)
-                                m.error.inc()
-                                m.errors.inc()
-                                m.terminal.inc()
-                                log.exception("terminal reconciler error (not requeued)")
-                                continue
-                            except ClusterNotFoundError as exc:
-                                queue.forget(req)
-                                m.success.inc()
-                                log.debug("dropping request: %s", exc)
-                                continue
-                            except Exception as exc:
-                                queue.add_rate_limited(req)
-                                m.error.inc()
-                                m.errors.inc()
-                                if isinstance(exc, TimeoutError) and timeout is not None:
-                                    m.timeouts.inc()
-                                log.exception("reconciler error")
-                                continue
+                            result = await call(req)
                             if result is None:
                                 forget(req)
-                                # success.inc(), inlined; the batch's timer is armed below.
-                                m.success.pending += 1.0
+                                m.success.pending += 1.0  # success.inc(); the batch is armed below
                             else:
                                 self._handle_result(req, result, m)
+                        except asyncio.CancelledError:
+                            # Disengagement cancelled only this reconcile (no other cancellation is
+                            # pending): the worker goes on; the `finally` takes the cancel back.
+                            if req not in aborted or task.cancelling() > 1:
+                                raise
+                            queue.forget(req)
+                            log.info("reconcile cancelled: cluster disengaged")
+                        except Exception as exc:  # noqa: BLE001  # any reconciler error: recorded, requeued
+                            self._failed(req, exc, m)
                         finally:
                             end = clock()
+                            # The reconcile time, mirrored into the queue's work duration (same
+                            # start and end): recorded once, so the queue is told `finish`.
                             m.time_append(end - start)
                             start = end  # the next held request starts now
-                            if batch.timer is None:
-                                batch.touch()
                             current[slot] = None
+                            finish(req)
                             if aborted and req in aborted:
-                                # Disengagement cancelled us, but the reconciler finished anyway (it
-                                # swallowed the cancellation, or finished first): take it back.
+                                # Disengagement cancelled this reconcile (it ended either way).
                                 aborted.discard(req)
                                 task.uncancel()
-                                disengaged = True
-                            if disengaged:
                                 self._retire_metrics(cluster)
                     except Exception:
                         # Every reconciler outcome is handled above; reaching here is a bug in mcr,
@@ -492,20 +451,58 @@ class Controller:
                         log.exception(
                             "internal error while processing %s", req, extra={"controller": controller}
                         )
-                    finally:
-                        if end is None:
-                            queue.done(req)
-                        else:
-                            # The reconcile time histogram is mirrored into the queue's work
-                            # duration (same start and end): recorded once.
-                            finish(req)
+                        queue.done(req)  # if the bug struck before the request was finished
             finally:
                 # Cancelled with requests still held (the iterator has not reached them): none may
                 # stay processing. After a complete run there is nothing left.
                 for req in run:
                     finish(req)
+                if batch.timer is None:
+                    batch.touch()  # the run's observations reach Prometheus within the interval
             if most > 1:
                 size = min(size * 2, most) if clock() - began < RUN_SECONDS else 1
+
+    async def _reconcile_within(self, req: Request) -> Result | None:
+        """The reconciler, bounded by ``reconcile_timeout`` (raises ``TimeoutError`` after it)."""
+        async with asyncio.timeout(self.reconcile_timeout):
+            return await self._reconcile(req)
+
+    def _drop(self, req: Request) -> None:
+        """Let a held request go unreconciled: its cluster is being handed over or is not engaged.
+
+        A cluster being handed over (held since the run was taken, or enqueued since by another
+        cluster's mapping): not started, so it goes like a queued request. (A run taken before a
+        shutdown is finished, as the request in flight is.)
+        """
+        cluster = req.cluster_name
+        if cluster in self._draining:
+            self.queue.finish(req)
+            log.debug("dropping %s: cluster %r is being handed over", req, cluster)
+            return
+        self.queue.forget(req)
+        self.queue.done(req)
+        log.debug("dropping %s: cluster %r is not engaged", req, cluster, extra={"controller": self.name})
+
+    def _failed(self, req: Request, exc: Exception, m: ClusterMetrics) -> None:
+        """Record a reconcile that raised ``exc`` and requeue it unless that is pointless."""
+        queue = self.queue
+        if isinstance(exc, TerminalError):
+            queue.forget(req)
+            m.error.inc()
+            m.errors.inc()
+            m.terminal.inc()
+            log.error("terminal reconciler error (not requeued)", exc_info=exc)
+        elif isinstance(exc, ClusterNotFoundError):
+            queue.forget(req)
+            m.success.inc()
+            log.debug("dropping request: %s", exc)
+        else:
+            queue.add_rate_limited(req)
+            m.error.inc()
+            m.errors.inc()
+            if isinstance(exc, TimeoutError) and self.reconcile_timeout is not None:
+                m.timeouts.inc()
+            log.error("reconciler error", exc_info=exc)
 
     def _metrics_for(self, cluster: str) -> ClusterMetrics:
         m = self._cluster_metrics.get(cluster)

@@ -295,6 +295,9 @@ class WorkQueue(Generic[T]):
         if self._shutting_down or limit < 1:
             return []
         fast = self._fast
+        if fast is None and len(self._rr) == 1 and len(order := self._rr[0].order) == 1:
+            # One cluster with ready items at one priority (_pop sets this up after one pop).
+            fast = self._fast = self._rr[0].levels[order[0]]
         items: list[Any]
         if not fast or self._stale or limit == 1:
             items = []
@@ -303,17 +306,19 @@ class WorkQueue(Generic[T]):
                 items.append(item)
         else:
             # One cluster, one priority, only live entries (see _pop): take a run of its deque.
+            # Bulk operations (each a C-level loop) instead of one Python-level step per item.
             sub = self._rr[0]
-            items = [fast.popleft() for _ in range(min(limit, len(fast)))]
+            if limit >= len(fast):
+                items = list(fast)
+                fast.clear()
+            else:
+                items = [fast.popleft() for _ in range(limit)]
             now = self.popped_at = self.clock()
-            queued = self._queued
-            processing = self._processing
+            infos = list(map(self._queued.pop, items))
+            self._processing.update(dict.fromkeys(items, now))
             m = self._metrics
-            for item in items:
-                info = queued.pop(item)
-                processing[item] = now
-                if m is not None:
-                    m.queue_append(now - info[1])
+            if m is not None:
+                m.queue_extend([now - info[1] for info in infos])
             sub.live -= len(items)
             if not sub.live:
                 self._drop(sub)

@@ -70,6 +70,14 @@ class ReflectorSink(Protocol):
     def watch_event(self, event_type: str, obj: Obj) -> None:
         """Apply one ADDED/MODIFIED/DELETED event."""
 
+    def watch_changes(self, events: list[Any], start: int, strip: bool) -> tuple[int, str | None]:
+        """Apply the ADDED/MODIFIED events from ``events[start]`` on in one pass, as
+        ``watch_event`` would one by one (``strip``: drop their ``managedFields`` first).
+
+        Stops at the first other or malformed event; returns its index (``len(events)``: none)
+        and the resourceVersion of the last event applied (``None``: none).
+        """
+
     def watch_read_done(self) -> None:
         """Every event read from the stream so far has been applied (the next read may wait)."""
 
@@ -81,6 +89,9 @@ class _DetachedSink:
         raise RuntimeError("reflector has stopped")
 
     def watch_event(self, event_type: str, obj: Obj) -> None:
+        raise RuntimeError("reflector has stopped")
+
+    def watch_changes(self, events: list[Any], start: int, strip: bool) -> tuple[int, str | None]:
         raise RuntimeError("reflector has stopped")
 
     def watch_read_done(self) -> None:
@@ -312,10 +323,32 @@ class Reflector:
         return n
 
     def _apply(self, events: list[Any]) -> int:
-        """Hand decoded watch events to the sink in order; returns how many there were."""
-        sink_event = self._sink.watch_event
+        """Hand decoded watch events to the sink in order; returns how many there were.
+
+        Runs of ADDED/MODIFIED events go to the sink in one call each (``watch_changes``) unless
+        a transform other than the default one is set; every other event is checked and applied
+        here, one at a time.
+        """
         transform = self._transform
         strip = transform is strip_managed_fields  # applied inline: no call per event
+        if strip or transform is None:
+            sink = self._sink
+            i, n = 0, len(events)
+            while i < n:
+                i, rv = sink.watch_changes(events, i, strip)
+                if rv is not None:
+                    self.resource_version = rv
+                if i < n:
+                    self._apply_each(events[i : i + 1])
+                    i += 1
+            return n
+        return self._apply_each(events)
+
+    def _apply_each(self, events: list[Any]) -> int:
+        """:meth:`_apply`, one event at a time (any transform)."""
+        sink_event = self._sink.watch_event
+        transform = self._transform
+        strip = transform is strip_managed_fields
         if strip:
             transform = None
         for event in events:

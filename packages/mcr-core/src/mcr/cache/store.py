@@ -138,6 +138,15 @@ class Indexer:
     def items(self) -> Iterable[tuple[str, Obj]]:
         return self._items.items()
 
+    def plain(self) -> dict[str, Obj] | None:
+        """The key → object dict itself while no index function is registered, else ``None``.
+
+        For a hot path that replaces the objects of keys already stored: such a write keeps every
+        index consistent (the namespace index depends on the keys alone). Any other write (a new
+        key, a removal) must go through :meth:`put` or :meth:`pop`.
+        """
+        return None if self._index_funcs else self._items
+
     # -- writes ------------------------------------------------------------------------------
     def put(self, key: str, obj: Obj) -> Obj | None:
         """Store ``obj`` under ``key``; returns the object it replaced (or ``None``)."""
