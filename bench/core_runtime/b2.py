@@ -22,6 +22,11 @@ source does (the subject over mcr's informer, and the informer over the raw read
 Controller with ``Kind(ConfigMap)`` and a no-op async reconcile; its window includes flushing the
 metrics recorded for those reconciles to Prometheus.
 
+Third figure, a ceiling rather than a floor: :class:`_MinimalController` on the raw reader — the
+least work any controller does per event (request, de-duplication, one worker, the request in a
+context variable, a reconcile coroutine, two durations). ``minimal_ratio_cpu`` is the B2 that
+controller reaches; ``subject_over_minimal`` is mcr's rate over its rate.
+
 Both rates are reported per second of this process's CPU time (``time.process_time``), which
 leaves out time spent waiting for the server (the server's speed is not what B2 measures and on
 a shared machine it varies run to run), and per wall second. Floor and subject alternate (15
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import json
 import os
@@ -41,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -196,8 +203,92 @@ async def _floor(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) 
         await cluster.stop()
 
 
-async def _raw(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) -> Rates:
-    """PERFORMANCE.md's floor client: aiohttp chunks split into lines, orjson, a dict cache."""
+_REQUEST: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar("b2", default=None)
+
+
+class _MinimalController:
+    """The least a controller does per event, as a ceiling for B2 (not mcr; no floor of it).
+
+    Each event's object becomes a ``(namespace, name, cluster)`` request, de-duplicated in a dict
+    and a deque (an event for a request being reconciled marks it dirty); one worker task sets the
+    request in a context variable, awaits a no-op reconcile coroutine and records the time queued
+    and the time reconciling (sorted once at the end, as a histogram's flush would). No
+    priorities, fairness, rate limiting, metric export, logging or hand-over: what mcr adds to
+    this is the cost of those.
+    """
+
+    def __init__(self, counter: _Counter) -> None:
+        self.counter = counter
+        self.queued: dict[tuple[str, str, str], float] = {}
+        self.order: deque[tuple[str, str, str]] = deque()
+        self.processing: set[tuple[str, str, str]] = set()
+        self.dirty: set[tuple[str, str, str]] = set()
+        self.durations: list[float] = []
+        self.ready = asyncio.Event()
+
+    def add(self, meta: dict[str, Any]) -> None:
+        req = (meta.get("namespace") or "", meta["name"], "")
+        if req in self.processing:
+            self.dirty.add(req)
+        elif req not in self.queued:
+            self.queued[req] = time.monotonic()
+            self.order.append(req)
+
+    async def run(self) -> None:
+        queued, order, processing, durations = self.queued, self.order, self.processing, self.durations
+        clock = time.monotonic
+        set_request = _REQUEST.set
+
+        async def reconcile(req: tuple[str, str, str]) -> None:
+            return None
+
+        while True:
+            await self.ready.wait()
+            self.ready.clear()
+            while order:
+                req = order.popleft()
+                start = clock()
+                durations.append(start - queued.pop(req))
+                processing.add(req)
+                set_request(req)
+                await reconcile(req)
+                end = clock()
+                durations.append(end - start)
+                processing.discard(req)
+                if self.dirty and req in self.dirty:
+                    self.dirty.discard(req)
+                    queued[req] = end
+                    order.append(req)
+                self.counter.count += 1
+            if self.counter.count >= self.counter.n:
+                self.counter.done.set()
+
+
+async def _minimal(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) -> Rates:
+    """The raw reader feeding :class:`_MinimalController` (a ceiling: what B2 could reach)."""
+    counter = _Counter(n)
+    controller = _MinimalController(counter)
+    worker = asyncio.create_task(controller.run())
+    try:
+        return await _raw(server, n, watch=watch, cycles=cycles, controller=controller)
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        controller.durations.sort()
+
+
+async def _raw(
+    server: _Server,
+    n: int,
+    *,
+    watch: bool,
+    cycles: int = CYCLES,
+    controller: _MinimalController | None = None,
+) -> Rates:
+    """PERFORMANCE.md's floor client: aiohttp chunks split into lines, orjson, a dict cache.
+
+    With ``controller``, each object also goes to it, and the rate is of its reconciles.
+    """
     import base64
     import ssl
 
@@ -220,17 +311,26 @@ async def _raw(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) ->
         for obj in listed["items"]:
             m = obj["metadata"]
             cache[f"{m['namespace']}/{m['name']}"] = obj
+            if controller is not None:
+                controller.add(m)
+        if controller is not None:
+            controller.ready.set()
+            await asyncio.wait_for(controller.counter.done.wait(), 300)
         if not watch:
             return window.rates(n)
-        counter = _Counter(n)
+        counter = controller.counter if controller is not None else _Counter(n)
+        live = counter.count  # the reconciles of the list
         query = {
             "watch": "1",
             "resourceVersion": listed["metadata"]["resourceVersion"],
             "allowWatchBookmarks": "1",
         }
 
+        connected = asyncio.Event()
+
         async def read() -> None:
             async with session.get(url, params=query, timeout=aiohttp.ClientTimeout(total=None)) as stream:
+                connected.set()
                 rest = b""
                 async for chunk in stream.content.iter_any():
                     lines = (rest + chunk).split(b"\n")
@@ -243,16 +343,24 @@ async def _raw(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) ->
                             continue
                         m = event["object"]["metadata"]
                         cache[f"{m['namespace']}/{m['name']}"] = event["object"]
-                        counter.count += 1
-                    if counter.count >= counter.n:
+                        if controller is None:
+                            counter.count += 1
+                        else:
+                            controller.add(m)
+                    if controller is not None:
+                        controller.ready.set()
+                    elif counter.count >= counter.n:
                         counter.done.set()
 
         reader = asyncio.create_task(read())
         try:
+            # As the informers' watches, the stream is open before the window (and before the
+            # first update: a slow start would otherwise outlive the server's history).
+            await asyncio.wait_for(connected.wait(), 300)
             gc.collect()
             window = _Window()
             for cycle in range(1, cycles + 1):
-                counter.n = n * cycle
+                counter.n = live + n * cycle
                 counter.done.clear()
                 server.update_all()
                 await asyncio.wait_for(counter.done.wait(), 300)
@@ -311,8 +419,11 @@ async def _subject(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES
         await cluster.stop()
 
 
-def _summary(raws: list[Rates], floors: list[Rates], subjects: list[Rates]) -> dict[str, float]:
+def _summary(
+    raws: list[Rates], floors: list[Rates], subjects: list[Rates], minimals: list[Rates]
+) -> dict[str, float]:
     raw_cpu = statistics.median(r[0] for r in raws)
+    minimal_cpu = statistics.median(m[0] for m in minimals)
     floor_cpu = statistics.median(f[0] for f in floors)
     subject_cpu = statistics.median(s[0] for s in subjects)
     floor_wall = statistics.median(f[1] for f in floors)
@@ -327,6 +438,9 @@ def _summary(raws: list[Rates], floors: list[Rates], subjects: list[Rates]) -> d
         "ratio_cpu_paired_min": paired[0],
         "ratio_cpu_paired_max": paired[-1],
         "ratio_cpu_vs_informer": subject_cpu / floor_cpu,
+        "minimal_controller_per_cpu_s": minimal_cpu,
+        "minimal_ratio_cpu": minimal_cpu / raw_cpu,
+        "subject_over_minimal": subject_cpu / minimal_cpu,
         "informer_ratio_to_raw": floor_cpu / raw_cpu,
         "raw_reader_events_per_wall_s": statistics.median(r[1] for r in raws),
         "informer_events_per_wall_s": floor_wall,
@@ -336,7 +450,8 @@ def _summary(raws: list[Rates], floors: list[Rates], subjects: list[Rates]) -> d
 
 
 async def run_b2(n: int, rounds: int = 15) -> dict[str, dict[str, float]]:
-    """Per workload (``watch``, ``list``): median floor and subject rates and their ratios (goal ≥ 0.7)."""
+    """Per workload (``watch``, ``list``): median floor, subject and minimal-controller rates and
+    their ratios (goal ≥ 0.7)."""
     if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, {1})
@@ -347,11 +462,17 @@ async def run_b2(n: int, rounds: int = 15) -> dict[str, dict[str, float]]:
             raws: list[Rates] = []
             floors: list[Rates] = []
             subjects: list[Rates] = []
+            minimals: list[Rates] = []
             for _ in range(rounds):
                 # Each measurement starts without the previous one's garbage (a stopped cache is
                 # a reference cycle): otherwise a full collection of it lands in a random window.
-                for runs, measure in ((raws, _raw), (floors, _floor), (subjects, _subject)):
+                for runs, measure in (
+                    (raws, _raw),
+                    (floors, _floor),
+                    (subjects, _subject),
+                    (minimals, _minimal),
+                ):
                     gc.collect()
                     runs.append(await measure(server, n, watch=watch))
-            results[workload] = _summary(raws, floors, subjects)
+            results[workload] = _summary(raws, floors, subjects, minimals)
     return results

@@ -1,11 +1,14 @@
 """B2's watch workload in instructions: ``python -m bench.core_runtime.b2_instructions``.
 
 CPU seconds on a shared virtual machine move by ±20% from one window to the next; instruction
-counts do not. This runs the floor and the subject of B2's ``watch`` workload (see
-:mod:`bench.core_runtime.b2`) in child processes under ``valgrind --tool=callgrind``, once with
-one update cycle and once with three; the difference between the two counts, divided by the
-2N events it adds, is the instructions per event with every fixed cost (imports, start-up,
-initial sync) taken out. Needs ``valgrind``; takes a few minutes (N = 5000 by default).
+counts do not (though they leave out what cache misses cost). This runs each reader of B2's
+``watch`` workload (see :mod:`bench.core_runtime.b2`: the raw reader, PERFORMANCE.md's floor;
+mcr's informer; the subject; the minimal controller on the raw reader) in child processes under
+``valgrind --tool=callgrind``, once with one update cycle and once with three; the difference
+between the two counts, divided by the 2N events it adds, is the instructions per event with
+every fixed cost (imports, start-up, initial sync) taken out. Ratios are the raw reader's count
+over each other's (B2 in instructions). Needs ``valgrind``; takes several minutes (N = 5000 by
+default).
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.core_runtime.b2 import _floor, _Server, _server, _subject
+from bench.core_runtime.b2 import _floor, _minimal, _raw, _Server, _server, _subject
 
 ROOT = Path(__file__).resolve().parents[2]
+MODES = ("raw", "floor", "subject", "minimal")
 
 
 def _child(mode: str, cycles: int, n: int, kubeconfig: str, control: int) -> None:
-    measure = _floor if mode == "floor" else _subject
+    measure = {"raw": _raw, "floor": _floor, "subject": _subject, "minimal": _minimal}[mode]
     asyncio.run(measure(_Server(kubeconfig, control), n, watch=True, cycles=cycles))
 
 
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     totals: dict[tuple[str, int], int] = {}
     with _server(n) as server, tempfile.TemporaryDirectory() as tmp:
-        for mode in ("floor", "subject"):
+        for mode in MODES:
             for cycles in (1, 3):
                 out = Path(tmp) / f"{mode}.{cycles}.out"
                 cmd = [
@@ -79,19 +83,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(done.stderr[-4000:], file=sys.stderr)
                     return 1
                 totals[mode, cycles] = _instructions(out)
-    floor = (totals["floor", 3] - totals["floor", 1]) / (2 * n)
-    subject = (totals["subject", 3] - totals["subject", 1]) / (2 * n)
-    print(
-        json.dumps(
-            {
-                "bench": "b2_watch_instructions",
-                "n": n,
-                "floor_instructions_per_event": round(floor),
-                "subject_instructions_per_event": round(subject),
-                "ratio": round(floor / subject, 3),
-            }
-        )
-    )
+    per_event = {mode: (totals[mode, 3] - totals[mode, 1]) / (2 * n) for mode in MODES}
+    row: dict[str, object] = {"bench": "b2_watch_instructions", "n": n}
+    for mode in MODES:
+        row[f"{mode}_instructions_per_event"] = round(per_event[mode])
+    for mode in ("floor", "subject", "minimal"):
+        row[f"{mode}_ratio"] = round(per_event["raw"] / per_event[mode], 3)
+    print(json.dumps(row))
     return 0
 
 
