@@ -100,6 +100,7 @@ async def test_errors_back_off_exponentially_from_5ms(caplog: pytest.LogCaptureF
     assert sample("controller_runtime_reconcile_total", controller=name, result="error", cluster="") == 6
     assert sample("controller_runtime_reconcile_total", controller=name, result="success", cluster="") == 1
     assert ctrl.queue.num_requeues(Request("ns", "a")) == 0, "success forgets the backoff"
+    assert not ctrl.queue.backed_off
     errors = [r for r in caplog.records if r.getMessage() == "reconciler error"]
     assert len(errors) == 6
     assert errors[0].exc_info is not None

@@ -155,6 +155,8 @@ async def test_forget_cluster_purges_queued_delayed_dirty_and_backoff() -> None:
         q.add(req(f"q{i}", "gone"))
     q.add_after(req("delayed", "gone"), 0.05)
     q.add_rate_limited(req("backoff", "gone"))
+    q.add_rate_limited(req("backoff", "stay"))
+    assert q.backed_off == {req("backoff", "gone"), req("backoff", "stay")}
     q.add(req("inflight", "gone"))
     q.add(req("keep", "stay"))
     q.add_after(req("keep-delayed", "stay"), 0.05)
@@ -165,10 +167,13 @@ async def test_forget_cluster_purges_queued_delayed_dirty_and_backoff() -> None:
     assert dropped == 7  # queued q1..q4 and "inflight", waiting "delayed" and "backoff"
     assert q.depth_by_cluster() == {"stay": 1}
     assert q.num_requeues(req("backoff", "gone")) == 0
+    assert q.backed_off == {req("backoff", "stay")}, "the other cluster's backoff stays"
+    q.forget(req("backoff", "stay"))
+    assert not q.backed_off
     q.done(inflight)  # was dirty, but purged: not requeued
     await asyncio.sleep(0.08)
-    got = [q.get_nowait(), q.get_nowait(), q.get_nowait()]
-    assert set(got) == {req("keep", "stay"), req("keep-delayed", "stay"), None}
+    got = [q.get_nowait(), q.get_nowait(), q.get_nowait(), q.get_nowait()]
+    assert set(got) == {req("keep", "stay"), req("keep-delayed", "stay"), req("backoff", "stay"), None}
     # the cluster can come back and is served again
     q.add(req("again", "gone"))
     assert await q.get() == req("again", "gone")

@@ -122,6 +122,9 @@ class Controller:
         self._current: list[Request | None] = []
         self._aborted: set[Request] = set()
         self._draining: set[str] = set()  # clusters being handed over (see drain)
+        # Bumped whenever a cluster may stop being served (engage, drain, disengage): a worker
+        # re-checks the cluster of the next request it holds then, else once per cluster in a run.
+        self._served_epoch = 0
         self._started = False
         self._cluster_metrics: dict[str, ClusterMetrics] = {}
         batch = self.queue.metrics_batch
@@ -204,6 +207,7 @@ class Controller:
         eng = Engagement(name, cluster)
         self._engagements[name] = eng
         self._ever_engaged = True
+        self._served_epoch += 1
         if self._selects(name, cluster):
             for src in self._kinds:
                 if src.should_engage(name, cluster):
@@ -222,6 +226,7 @@ class Controller:
         ``engage`` is cancelled. Returns ``False`` if reconciles still ran after ``timeout`` s.
         """
         self._draining.add(name)  # workers drop its requests they hold but have not started
+        self._served_epoch += 1
         eng = self._engagements.get(name)
         if eng is not None:
             await eng.stop()
@@ -240,6 +245,7 @@ class Controller:
         if self._engagements.get(eng.name) is not eng:
             return  # replaced meanwhile: the new engagement owns the queue entries
         del self._engagements[eng.name]
+        self._served_epoch += 1
         self._draining.discard(eng.name)
         dropped = self.queue.forget_cluster(eng.name)
         cancelled = 0
@@ -378,7 +384,8 @@ class Controller:
         clock = queue.clock
         batch = self._batch
         controller = self.name
-        forget = queue.rate_limiter.forget
+        forget = queue.forget
+        backed_off = queue.backed_off  # items with a failure history to forget on success
         outer = _log_fields.get()
         _log_fields.set(
             {**{k: v for k, v in outer.items() if k not in _REQUEST_FIELDS}, "controller": controller}
@@ -402,23 +409,28 @@ class Controller:
                     return
             start = began = queue.popped_at  # the hand-out, on the queue's clock
             run = iter(reqs)
+            served: str | None = None  # a cluster checked in this run, as of `epoch`
+            epoch = -1
             try:
                 for req in run:
                     try:
                         cluster = req[2]  # req.cluster_name, without the property call
-                        if (draining and cluster in draining) or (
-                            cluster not in engagements and self._ever_engaged
-                        ):
-                            set_request(None)
-                            self._drop(req)
-                            continue
-                        m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
+                        if cluster is not served or epoch != self._served_epoch:
+                            if (draining and cluster in draining) or (
+                                cluster not in engagements and self._ever_engaged
+                            ):
+                                set_request(None)
+                                self._drop(req)
+                                continue
+                            m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
+                            served, epoch = cluster, self._served_epoch
                         current[slot] = req
                         set_request(req)
                         try:
                             result = await call(req)
                             if result is None:
-                                forget(req)
+                                if backed_off and req in backed_off:
+                                    forget(req)
                                 m.success.pending += 1.0  # success.inc(); the batch is armed below
                             else:
                                 self._handle_result(req, result, m)

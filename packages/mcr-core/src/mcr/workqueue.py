@@ -90,6 +90,10 @@ class WorkQueue(Generic[T]):
         """The :attr:`clock` reading when the last item was handed out (a worker's start time)."""
         self._shutting_down = False
         self._drained: asyncio.Event | None = None
+        self.backed_off: set[T] = set()
+        """Items whose failures :meth:`add_rate_limited` recorded in the rate limiter and that
+        :meth:`forget` has not cleared since (read it, do not change it). A worker may skip
+        ``forget`` for an item not in it: the limiter has no history of that item from this queue."""
         self._metrics = QueueMetrics(self, name) if name else None
 
     def flush_metrics(self) -> None:
@@ -236,10 +240,12 @@ class WorkQueue(Generic[T]):
             return
         if self._metrics is not None:
             self._metrics.retries.inc()
+        self.backed_off.add(item)
         self.add_after(item, self.rate_limiter.when(item), priority)
 
     def forget(self, item: T) -> None:
         """Clear ``item``'s failure history in the rate limiter (call on success)."""
+        self.backed_off.discard(item)
         self.rate_limiter.forget(item)
 
     def num_requeues(self, item: T) -> int:
@@ -398,6 +404,7 @@ class WorkQueue(Generic[T]):
             dropped += 1
         for item in [item for item in self._dirty if of(item) == cluster_name]:
             del self._dirty[item]
+        self.backed_off.difference_update([item for item in self.backed_off if of(item) == cluster_name])
         self.rate_limiter.forget_cluster(cluster_name)
         return dropped
 
