@@ -18,7 +18,7 @@ from mcr.cache import (
     NamespaceConfig,
 )
 from mcr.cache.reader import field_index_name
-from mcr.cache.reflector import WatchStalledError
+from mcr.cache.reflector import Reflector, WatchStalledError, strip_managed_fields
 from mcr.client import Client
 from mcr.config import load_config
 from mcr.errors import GoneError
@@ -356,16 +356,55 @@ async def test_watch_changes_stops_at_the_first_event_it_does_not_apply(env: Env
     no_metadata = {"type": "MODIFIED", "object": {"kind": "ConfigMap"}}
     no_name = {"type": "MODIFIED", "object": {"metadata": {"resourceVersion": "903"}}}
     events = [cm("w1", "901"), bookmark, cm("w2", "902"), no_metadata, no_name, cm("w3", "904")]
-    assert informer.watch_changes(events, 0, True) == (1, "901")
-    assert informer.watch_changes(events, 1, True) == (1, None)
-    assert informer.watch_changes(events, 2, False) == (3, "902")
-    assert informer.watch_changes(events, 3, True) == (3, None)
-    assert informer.watch_changes(events, 4, True) == (4, None)
-    assert informer.watch_changes(events, 5, True) == (6, "904")
+    assert informer.watch_changes(events, 0, True, dedupe=True) == (1, "901", 0)
+    assert informer.watch_changes(events, 1, True, dedupe=True) == (1, None, 0)
+    assert informer.watch_changes(events, 2, False, dedupe=True) == (3, "902", 0)
+    assert informer.watch_changes(events, 3, True, dedupe=True) == (3, None, 0)
+    assert informer.watch_changes(events, 4, True, dedupe=True) == (4, None, 0)
+    assert informer.watch_changes(events, 5, True, dedupe=True) == (6, "904", 0)
+    # The same change again: a duplicate when asked to look for them, else applied again.
+    assert informer.watch_changes(events, 5, True, dedupe=True) == (6, "904", 1)
+    assert informer.watch_changes(events, 5, True, dedupe=False) == (6, "904", 0)
     stored = {obj["metadata"]["name"]: obj["metadata"] for obj in informer.list()}
     assert "managedFields" not in stored["w1"]
     assert "managedFields" not in stored["w3"]
     assert "managedFields" in stored["w2"], "strip=False keeps them"
+
+
+async def test_a_stream_is_checked_for_replayed_changes_until_a_read_brings_none(env: Env) -> None:
+    """A re-opened watch may replay what the informer applied: from its first read until a read
+    whose changes held no duplicate, changes at the stored resourceVersion are dropped."""
+    await env.make_cms(1)
+    cache = env.cache()
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+    log = BatchLog()
+    informer.add_event_handler(log)
+    stored = informer.list()[0]
+    rv = stored["metadata"]["resourceVersion"]
+    reflector = Reflector(
+        env.transport,
+        "/api/v1/configmaps",
+        informer,
+        scope=None,
+        kind="ConfigMap",
+        api_version="v1",
+        transform=strip_managed_fields,
+    )
+
+    def read(version: str) -> None:
+        obj = {**stored, "metadata": {**stored["metadata"], "resourceVersion": version}}
+        reflector._apply([{"type": "MODIFIED", "object": obj}])
+        informer.watch_read_done()
+
+    read(rv)  # the stream's first read replays the stored version: dropped
+    read(rv)  # still replaying
+    assert log.log == []
+    read("9000001")  # a new version: applied, and the stream is past any replay
+    read("9000001")  # (a conforming server never sends a version twice in one stream)
+    assert [version for _, _, version in log.log] == ["9000001", "9000001"]
+    assert informer.list()[0]["metadata"]["resourceVersion"] == "9000001"
 
 
 def informer_keys(informer: Any) -> list[str]:

@@ -351,27 +351,33 @@ class Informer:
                 self._notify_update(old, obj, self._event_handlers)
         # An event at the cached resourceVersion is a duplicate after a re-watch: drop it.
 
-    def watch_changes(self, events: list[Any], start: int, strip: bool) -> tuple[int, str | None]:
+    def watch_changes(
+        self, events: list[Any], start: int, strip: bool, *, dedupe: bool
+    ) -> tuple[int, str | None, int]:
         """Apply ``events[start:]`` as :meth:`watch_event` would, in one pass, while they are
         ADDED or MODIFIED events of objects with metadata and a resourceVersion (``strip``: drop
         each object's ``managedFields`` first).
 
-        Returns the index of the first event left alone (``len(events)`` if none was) and the
-        resourceVersion of the last event applied (``None``: none was). The reflector takes the
-        others (bookmarks, deletions, errors, malformed events) one by one.
+        An event at the resourceVersion already stored is dropped as a duplicate only with
+        ``dedupe`` (the reflector asks for it while a stream may be replaying; without it, the
+        replaced object is not read at all). Returns the index of the first event left alone
+        (``len(events)`` if none was), the resourceVersion of the last event taken (applied or
+        dropped; ``None``: none was) and the number of duplicates dropped. The reflector takes
+        the other events (bookmarks, deletions, errors, malformed events) one by one.
         """
         store = self._store
         items = store.plain()
         notes = self._batch if self._batch_handlers else None
         handlers = self._event_handlers
         rv = None
+        dropped = 0
         i = start
         try:
             for i in range(start, len(events)):  # the index is the result
                 event = events[i]
                 etype = event["type"]
                 if etype != "MODIFIED" and etype != "ADDED":
-                    return i, rv
+                    return i, rv, dropped
                 obj = event["object"]
                 meta = obj["metadata"]
                 new_rv = meta["resourceVersion"]
@@ -391,21 +397,22 @@ class Informer:
                     if not handlers:
                         continue
                     self._notify_add(obj, False, handlers)
-                elif old["metadata"].get("resourceVersion") != new_rv:
+                elif not dedupe or old["metadata"].get("resourceVersion") != new_rv:
                     if notes is not None:
                         notes.append(("MODIFIED", obj))
                     if not handlers:
                         continue
                     self._notify_update(old, obj, handlers)
                 else:
-                    continue  # as in watch_event: at the cached resourceVersion, a duplicate
+                    dropped += 1  # as in watch_event: at the cached resourceVersion, a duplicate
+                    continue
                 # A handler may have added or removed handlers, or indexes: look again.
                 items = store.plain()
                 notes = self._batch if self._batch_handlers else None
                 handlers = self._event_handlers
         except (KeyError, TypeError, AttributeError):
-            return i, rv  # not a well-formed event: the reflector reports it
-        return len(events), rv
+            return i, rv, dropped  # not a well-formed event: the reflector reports it
+        return len(events), rv, dropped
 
     def watch_read_done(self) -> None:
         """Hand the changes noted since the last call to each handler with ``on_events``.

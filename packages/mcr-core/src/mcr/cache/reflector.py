@@ -70,12 +70,16 @@ class ReflectorSink(Protocol):
     def watch_event(self, event_type: str, obj: Obj) -> None:
         """Apply one ADDED/MODIFIED/DELETED event."""
 
-    def watch_changes(self, events: list[Any], start: int, strip: bool) -> tuple[int, str | None]:
+    def watch_changes(
+        self, events: list[Any], start: int, strip: bool, *, dedupe: bool
+    ) -> tuple[int, str | None, int]:
         """Apply the ADDED/MODIFIED events from ``events[start]`` on in one pass, as
-        ``watch_event`` would one by one (``strip``: drop their ``managedFields`` first).
+        ``watch_event`` would one by one (``strip``: drop their ``managedFields`` first), but
+        dropping an event at the resourceVersion already stored only with ``dedupe``.
 
-        Stops at the first other or malformed event; returns its index (``len(events)``: none)
-        and the resourceVersion of the last event applied (``None``: none).
+        Stops at the first other or malformed event; returns its index (``len(events)``: none),
+        the resourceVersion of the last event taken (applied or dropped; ``None``: none) and how
+        many events it dropped as duplicates.
         """
 
     def watch_read_done(self) -> None:
@@ -91,7 +95,9 @@ class _DetachedSink:
     def watch_event(self, event_type: str, obj: Obj) -> None:
         raise RuntimeError("reflector has stopped")
 
-    def watch_changes(self, events: list[Any], start: int, strip: bool) -> tuple[int, str | None]:
+    def watch_changes(
+        self, events: list[Any], start: int, strip: bool, *, dedupe: bool
+    ) -> tuple[int, str | None, int]:
         raise RuntimeError("reflector has stopped")
 
     def watch_read_done(self) -> None:
@@ -153,6 +159,8 @@ class Reflector:
         self.lists = 0  # completed lists (the first one plus relists)
         self.watches = 0  # watch requests opened
         self.last_error: BaseException | None = None
+        # Whether the stream may be replaying changes already applied (see _apply).
+        self._replaying = True
 
     @property
     def description(self) -> str:
@@ -305,6 +313,7 @@ class Reflector:
         sink = self._sink
         loads = orjson.loads
         n = 0
+        self._replaying = True
         try:
             async with self._transport.stream(self._path, query=query) as lines:
                 while block := await lines.read_block():
@@ -328,19 +337,31 @@ class Reflector:
         Runs of ADDED/MODIFIED events go to the sink in one call each (``watch_changes``) unless
         a transform other than the default one is set; every other event is checked and applied
         here, one at a time.
+
+        Duplicates (an event at the resourceVersion the store holds) can only come at the start
+        of a stream, from a server replaying changes the informer applied before the stream was
+        re-opened: the sink looks for them (reading each replaced object's resourceVersion, a
+        cache miss per event) from a stream's first read until a read whose changes held none.
         """
         transform = self._transform
         strip = transform is strip_managed_fields  # applied inline: no call per event
         if strip or transform is None:
             sink = self._sink
+            dedupe = self._replaying
+            changes = dropped = 0
             i, n = 0, len(events)
             while i < n:
-                i, rv = sink.watch_changes(events, i, strip)
+                start = i
+                i, rv, dupes = sink.watch_changes(events, i, strip, dedupe=dedupe)
+                changes += i - start
+                dropped += dupes
                 if rv is not None:
                     self.resource_version = rv
                 if i < n:
                     self._apply_each(events[i : i + 1])
                     i += 1
+            if dedupe and changes:
+                self._replaying = dropped > 0
             return n
         return self._apply_each(events)
 
