@@ -221,9 +221,9 @@ async def informer_sync(
 async def informer_ingest(transport: Transport, informer: Informer, rv: str, n: int) -> tuple[float, float]:
     """Replay N events from ``rv`` into a synced informer; (wall, client CPU) seconds.
 
-    Events at a resourceVersion the informer already holds are decoded and dropped (no handler
-    call), so the end is detected by the reflector's line count, checked on each notification
-    (the last replayed event is a MODIFIED one, which is always notified).
+    Events at a resourceVersion the informer already holds may be dropped (no handler call),
+    so the end is detected by the reflector's count of events, checked on each notification (the
+    last replayed event is a MODIFIED one, which is always notified).
     """
     done = asyncio.Event()
     reflector = Reflector(
@@ -241,7 +241,7 @@ async def informer_ingest(transport: Transport, informer: Informer, rv: str, n: 
     def on_event(*_: Any) -> None:
         nonlocal notified
         notified += 1
-        if reflector.progress >= n:
+        if reflector.events >= n:
             done.set()
 
     reg = informer.add_event_handler(

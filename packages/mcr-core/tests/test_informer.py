@@ -157,10 +157,7 @@ async def test_initial_list_is_paginated_and_handlers_see_initial_adds(env: Env)
 
 async def test_handler_added_after_sync_gets_synthetic_adds_then_live_events(env: Env) -> None:
     await env.make_cms(3)
-    cache = env.cache()
-    await cache.start()
-    informer = await cache.get_informer(CM)
-    assert await informer.wait_for_sync(10)
+    informer = await synced_configmaps(env)
     late = Recorder()
     reg = informer.add_event_handler(late)
     assert reg.has_synced
@@ -199,6 +196,15 @@ async def test_a_failing_handler_does_not_stop_the_informer_or_other_handlers(
 
 # --------------------------------------------------------------------------------------------
 # Batch delivery of watch events (``on_events``)
+
+
+async def synced_configmaps(env: Env) -> Any:
+    """A started cache's ConfigMap informer, synced."""
+    cache = env.cache()
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    assert await informer.wait_for_sync(10)
+    return informer
 
 
 def _key_rv(obj: dict[str, Any]) -> tuple[str, str]:
@@ -251,10 +257,7 @@ async def test_batch_handlers_get_each_watch_read_in_one_call_with_the_same_chan
     env: Env, commit_burst: Callable[[list[str], int], None]
 ) -> None:
     await env.make_cms(3)
-    cache = env.cache()
-    await cache.start()
-    informer = await cache.get_informer(CM)
-    assert await informer.wait_for_sync(10)
+    informer = await synced_configmaps(env)
     per_event, batched = EventLog(), BatchLog()
     informer.add_event_handler(per_event)
     informer.add_event_handler(batched)
@@ -343,10 +346,7 @@ async def test_one_read_mixing_adds_updates_and_deletes_applies_them_in_order(
 
 async def test_watch_changes_stops_at_the_first_event_it_does_not_apply(env: Env) -> None:
     """Bookmarks, deletions and malformed events are left to the reflector, at their index."""
-    cache = env.cache()
-    await cache.start()
-    informer = await cache.get_informer(CM)
-    assert await informer.wait_for_sync(10)
+    informer = await synced_configmaps(env)
 
     def cm(name: str, rv: str) -> dict[str, Any]:
         meta = {"name": name, "namespace": "default", "resourceVersion": rv, "managedFields": [{}]}
@@ -375,10 +375,7 @@ async def test_a_stream_is_checked_for_replayed_changes_until_a_read_brings_none
     """A re-opened watch may replay what the informer applied: from its first read until a read
     whose changes held no duplicate, changes at the stored resourceVersion are dropped."""
     await env.make_cms(1)
-    cache = env.cache()
-    await cache.start()
-    informer = await cache.get_informer(CM)
-    assert await informer.wait_for_sync(10)
+    informer = await synced_configmaps(env)
     log = BatchLog()
     informer.add_event_handler(log)
     stored = informer.list()[0]
@@ -418,10 +415,7 @@ async def test_a_failing_or_removed_batch_handler_loses_nothing_for_the_others(
         def on_events(self, notes: list[tuple[str, dict[str, Any]]]) -> None:
             raise RuntimeError("batch handler bug")
 
-    cache = env.cache()
-    await cache.start()
-    informer = await cache.get_informer(CM)
-    assert await informer.wait_for_sync(10)
+    informer = await synced_configmaps(env)
     per_event, batched, removed = EventLog(), BatchLog(), BatchLog()
     informer.add_event_handler(Failing())
     removed_reg = informer.add_event_handler(removed)
@@ -453,10 +447,7 @@ async def test_a_failing_or_removed_batch_handler_loses_nothing_for_the_others(
 async def test_handlers_removed_or_added_during_a_watch_read_miss_nothing_and_see_nothing_twice(
     env: Env, commit_burst: Callable[[list[str], int], None]
 ) -> None:
-    cache = env.cache()
-    await cache.start()
-    informer = await cache.get_informer(CM)
-    assert await informer.wait_for_sync(10)
+    informer = await synced_configmaps(env)
 
     class Late(BatchLog):
         def __init__(self) -> None:

@@ -57,6 +57,10 @@ class _ShortWatchError(Exception):
     """A watch closed within a second without delivering any event (internal signal)."""
 
 
+DECODE_SLICE = 16 * 1024
+"""Bytes of a watch read decoded at once (whole lines; see ``Reflector._consume``)."""
+
+
 class _MalformedWatchError(Exception):
     """A watch stream sent a line that is not a JSON watch event (internal signal)."""
 
@@ -155,7 +159,8 @@ class Reflector:
             self._selectors["fieldSelector"] = field_selector
         self._backoff = Backoff(config.backoff)
         self.resource_version = ""
-        self.progress = 0  # lines received on watches; the stall detector watches it move
+        self.progress = 0  # reads received on watches; the stall detector watches it move
+        self.events = 0  # watch events received (counted as each read is applied)
         self.lists = 0  # completed lists (the first one plus relists)
         self.watches = 0  # watch requests opened
         self.last_error: BaseException | None = None
@@ -304,31 +309,45 @@ class Reflector:
     async def _consume(self, query: dict[str, str]) -> int:
         """Read one watch stream to its end; returns the number of events received.
 
-        Each read of the stream is decoded in one pass (its lines joined into one JSON array),
-        then its events reach the sink one by one (the store frees each object it replaces at
-        once, which keeps the collector idle); ``watch_read_done`` follows each read, and ends
-        the stream's processing whatever happens. A read that is not valid JSON as a whole is
-        decoded line by line, so that the events before a malformed line are applied.
+        Each read of the stream is decoded in slices of whole lines of about
+        :data:`DECODE_SLICE` bytes, each in one pass (its lines joined into one JSON array), and
+        applied before the next slice is decoded; ``watch_read_done`` follows each read, and ends
+        the stream's processing whatever happens. Slices bound how many new objects exist before
+        the ones they replace are freed: decoding a whole read of hundreds of events at once set
+        off the cyclic collector's young generation several times per read. A slice that is not
+        valid JSON as a whole is decoded line by line, so that the events before a malformed line
+        are applied.
         """
         sink = self._sink
-        loads = orjson.loads
         n = 0
         self._replaying = True
         try:
             async with self._transport.stream(self._path, query=query) as lines:
                 while block := await lines.read_block():
                     self.progress += 1
-                    try:
-                        events = loads(b"".join((b"[", block.replace(b"\n", b","), b"]")))
-                    except orjson.JSONDecodeError:
-                        events = None
-                    if events is not None:
-                        n += self._apply(events)
-                    else:
-                        n += self._apply_lines(block)
+                    n += self._apply_read(block)
                     sink.watch_read_done()
         finally:
             sink.watch_read_done()
+        return n
+
+    def _apply_read(self, block: bytes) -> int:
+        """Decode and apply one read of the stream, slice by slice (see :meth:`_consume`)."""
+        loads = orjson.loads
+        n = 0
+        start, size = 0, len(block)
+        while start < size:
+            end = block.find(b"\n", start + DECODE_SLICE) if size - start > DECODE_SLICE else -1
+            if end < 0:
+                end = size
+            part = block if start == 0 and end == size else block[start:end]
+            start = end + 1
+            try:
+                events = loads(b"".join((b"[", part.replace(b"\n", b","), b"]")))
+            except orjson.JSONDecodeError:
+                n += self._apply_lines(part)
+            else:
+                n += self._apply(events)
         return n
 
     def _apply(self, events: list[Any]) -> int:
@@ -343,6 +362,7 @@ class Reflector:
         re-opened: the sink looks for them (reading each replaced object's resourceVersion, a
         cache miss per event) from a stream's first read until a read whose changes held none.
         """
+        self.events += len(events)
         transform = self._transform
         strip = transform is strip_managed_fields  # applied inline: no call per event
         if strip or transform is None:
