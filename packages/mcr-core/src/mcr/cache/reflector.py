@@ -360,7 +360,8 @@ class Reflector:
         Duplicates (an event at the resourceVersion the store holds) can only come at the start
         of a stream, from a server replaying changes the informer applied before the stream was
         re-opened: the sink looks for them (reading each replaced object's resourceVersion, a
-        cache miss per event) from a stream's first read until a read whose changes held none.
+        cache miss per event) from a stream's first slice until a slice whose changes held none (a
+        slice: what one call of this method gets, a read or a part of one).
         """
         self.events += len(events)
         transform = self._transform
