@@ -322,7 +322,9 @@ async def test_one_read_mixing_adds_updates_and_deletes_applies_them_in_order(
         + [("DELETED", "default/m6")]
     )
     await eventually(lambda: all(len(b.log) == len(expected) for _, b in logs))
-    last_rv = store.get("", "configmaps", "default", "m1")["metadata"]["resourceVersion"]  # type: ignore[index]
+    m1 = store.get("", "configmaps", "default", "m1")
+    assert m1 is not None
+    last_rv = m1["metadata"]["resourceVersion"]
     for (per_event, batched), informer in zip(logs, informers, strict=True):
         assert [(t, key) for t, key, _ in per_event.log] == expected
         assert batched.log == per_event.log

@@ -525,11 +525,8 @@ class Controller:
         return m
 
     def _handle_result(self, req: Request, result: object, m: ClusterMetrics) -> None:
+        """Act on what a reconcile returned other than ``None`` (the worker handles that)."""
         queue = self.queue
-        if result is None:
-            queue.forget(req)
-            m.success.inc()
-            return
         if not isinstance(result, Result):
             queue.add_rate_limited(req)
             m.error.inc()

@@ -385,9 +385,8 @@ class Informer:
                     meta.pop("managedFields", None)
                 ns = meta.get("namespace")
                 key = f"{ns}/{meta['name']}" if ns else meta["name"]
-                old = items.get(key) if items is not None else None
-                if old is not None:
-                    items[key] = obj  # type: ignore[index]  # items is set when old is
+                if items is not None and (old := items.get(key)) is not None:
+                    items[key] = obj  # an existing key: no index changes
                 else:
                     old = store.put(key, obj)
                 rv = new_rv

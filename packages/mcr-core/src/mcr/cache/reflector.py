@@ -340,7 +340,7 @@ class Reflector:
             end = block.find(b"\n", start + DECODE_SLICE) if size - start > DECODE_SLICE else -1
             if end < 0:
                 end = size
-            part = block if start == 0 and end == size else block[start:end]
+            part = block[start:end]  # the whole block itself when it is one slice (no copy)
             start = end + 1
             try:
                 events = loads(b"".join((b"[", part.replace(b"\n", b","), b"]")))
