@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import pytest
 
 from mcr.cache import (
@@ -18,7 +19,13 @@ from mcr.cache import (
     NamespaceConfig,
 )
 from mcr.cache.reader import field_index_name
-from mcr.cache.reflector import Reflector, WatchStalledError, strip_managed_fields
+from mcr.cache.reflector import (
+    DECODE_SLICE,
+    Reflector,
+    WatchStalledError,
+    _MalformedWatchError,
+    strip_managed_fields,
+)
 from mcr.client import Client
 from mcr.config import load_config
 from mcr.errors import GoneError
@@ -404,6 +411,31 @@ async def test_a_stream_is_checked_for_replayed_changes_until_a_read_brings_none
     read("9000001")  # (a conforming server never sends a version twice in one stream)
     assert [version for _, _, version in log.log] == ["9000001", "9000001"]
     assert informer.list()[0]["metadata"]["resourceVersion"] == "9000001"
+
+
+async def test_a_read_of_several_slices_is_applied_up_to_a_malformed_line(env: Any) -> None:
+    """A read larger than a decoding slice is decoded slice by slice, in place; a line that is
+    not JSON ends it there, after every event before it was applied."""
+    await env.make_cms(1)
+    informer = await synced_configmaps(env)
+    log = BatchLog()
+    informer.add_event_handler(log)
+    stored = informer.list()[0]
+    reflector = Reflector(
+        env.transport, "/api/v1/configmaps", informer, scope=None, kind="ConfigMap", api_version="v1"
+    )
+    lines = []
+    for i in range(3 * DECODE_SLICE // 1000):  # about 1 KiB a line: three slices and more
+        obj = {**stored, "metadata": {**stored["metadata"], "resourceVersion": str(9000000 + i)}}
+        obj["data"] = {"pad": "x" * 900}
+        lines.append(orjson.dumps({"type": "MODIFIED", "object": obj}))
+    block = bytearray(b"\n" + b"\n".join([*lines, b"{not json", lines[0]]) + b"\n")
+    with pytest.raises(_MalformedWatchError, match="not JSON"):
+        reflector._apply_read(block)
+    informer.watch_read_done()
+    versions = [version for _, _, version in log.log]
+    assert versions == [str(9000000 + i) for i in range(len(lines))], "every event before the bad line"
+    assert reflector.resource_version == str(9000000 + len(lines) - 1)
 
 
 def informer_keys(informer: Any) -> list[str]:

@@ -127,8 +127,8 @@ async def test_stream_reads_watch_lines(apiserver: Any, transport: Transport) ->
 
 
 async def test_stream_read_block_hands_out_whole_lines(apiserver: Any, transport: Transport) -> None:
-    # 300 objects of ~2 KiB arrive over many reads; every block holds whole lines only, and
-    # together the blocks carry every event once, in order.
+    # 300 objects of ~2 KiB arrive over many reads; every block holds whole lines only, each
+    # between two newlines, and together the blocks carry every event once, in order.
     names = [f"block-{i:03d}" for i in range(300)]
     for name in names:
         await transport.request(
@@ -145,8 +145,9 @@ async def test_stream_read_block_hands_out_whole_lines(apiserver: Any, transport
             block = await lines.read_block()
             assert block, "the stream ended early"
             blocks += 1
-            assert not block.endswith(b"\n")
-            for line in block.split(b"\n"):
+            assert block.startswith(b"\n")
+            assert block.endswith(b"\n")
+            for line in block[1:-1].split(b"\n"):
                 seen.append(orjson.loads(line)["object"]["metadata"]["name"])
     assert [name for name in seen if name.startswith("block-")] == names
     assert 1 < blocks < len(seen)  # several reads, each with more than one line on average

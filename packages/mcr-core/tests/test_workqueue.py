@@ -310,3 +310,56 @@ async def test_take_hands_out_a_run_in_get_order() -> None:
     await q.shutdown()
     q.add(req("late"))
     assert q.take(5) == []
+
+
+async def test_wait_returns_once_an_item_is_ready_and_takes_nothing() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    waiter = asyncio.create_task(q.wait())
+    await asyncio.sleep(0.01)
+    assert not waiter.done(), "nothing is ready yet"
+    q.add_after(req("later"), 0.02)
+    q.add(req("now"))
+    await asyncio.wait_for(waiter, 1)
+    assert len(q) == 1, "wait() takes nothing"
+    assert q.processing() == []
+    await q.wait()  # ready already: returns at once
+    assert q.take(5) == [req("now")]
+    await asyncio.wait_for(q.wait(), 1)  # the delayed item becomes ready
+    assert q.take(5) == [req("later")]
+
+
+async def test_cancelled_wait_passes_its_wakeup_on_and_shutdown_ends_waits() -> None:
+    q: WorkQueue[Request] = WorkQueue()
+    w1 = asyncio.create_task(q.wait())
+    w2 = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.add(req("a"))  # wakes w1
+    w1.cancel()
+    assert await asyncio.wait_for(w2, 1) == req("a")
+    with pytest.raises(asyncio.CancelledError):
+        await w1
+    w3 = asyncio.create_task(q.wait())
+    await asyncio.sleep(0)
+    await q.shutdown()
+    with pytest.raises(QueueShutDown):
+        await w3
+    with pytest.raises(QueueShutDown):
+        await q.wait()
+
+
+async def test_finish_all_ends_a_run_and_requeues_what_was_added_meanwhile() -> None:
+    q: WorkQueue[Request] = WorkQueue("wq-finish-all-test")
+    q.add_many([req(f"c{i}") for i in range(4)], cluster="")
+    run = q.take(10)
+    assert len(run) == 4
+    assert len(q.processing()) == 4
+    q.add(req("c1"))  # processing: dirty
+    q.finish(req("c3"))  # finished on its own already: finish_all skips it
+    q.finish_all(run)
+    assert q.processing() == []
+    assert q.take(10) == [req("c1")], "the item added during the run is queued again"
+    drain = asyncio.create_task(q.shutdown(drain=True))
+    await asyncio.sleep(0)
+    assert not drain.done()
+    q.finish_all([req("c1")])
+    await asyncio.wait_for(drain, 1)

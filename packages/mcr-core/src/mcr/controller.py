@@ -370,7 +370,6 @@ class Controller:
         task = asyncio.current_task()
         assert task is not None
         take = queue.take
-        finish = queue.finish
         engagements = self._engagements
         cluster_metrics = self._cluster_metrics
         current = self._current
@@ -399,20 +398,21 @@ class Controller:
         most = RUN_LIMIT if self.max_concurrent_reconciles == 1 else 1
         size = 1
         draining = self._draining
+        finish_all = queue.finish_all
         while True:
             reqs = take(size)
             if not reqs:
                 set_request(None)
                 try:
-                    reqs = [await queue.get()]
+                    await queue.wait()
                 except QueueShutDown:
                     return
+                continue
             start = began = queue.popped_at  # the hand-out, on the queue's clock
-            run = iter(reqs)
             served: str | None = None  # a cluster checked in this run, as of `epoch`
             epoch = -1
             try:
-                for req in run:
+                for req in reqs:
                     try:
                         cluster = req[2]  # req.cluster_name, without the property call
                         if cluster is not served or epoch != self._served_epoch:
@@ -450,7 +450,6 @@ class Controller:
                             m.time_append(end - start)
                             start = end  # the next held request starts now
                             current[slot] = None
-                            finish(req)
                             if aborted and req in aborted:
                                 # Disengagement cancelled this reconcile (it ended either way).
                                 aborted.discard(req)
@@ -463,12 +462,10 @@ class Controller:
                         log.exception(
                             "internal error while processing %s", req, extra={"controller": controller}
                         )
-                        queue.done(req)  # if the bug struck before the request was finished
             finally:
-                # Cancelled with requests still held (the iterator has not reached them): none may
-                # stay processing. After a complete run there is nothing left.
-                for req in run:
-                    finish(req)
+                # The run's requests stop processing together, when it ends or is cancelled (an
+                # event for one of them meanwhile queues it again now).
+                finish_all(reqs)
                 if batch.timer is None:
                     batch.touch()  # the run's observations reach Prometheus within the interval
             if most > 1:
@@ -483,16 +480,15 @@ class Controller:
         """Let a held request go unreconciled: its cluster is being handed over or is not engaged.
 
         A cluster being handed over (held since the run was taken, or enqueued since by another
-        cluster's mapping): not started, so it goes like a queued request. (A run taken before a
-        shutdown is finished, as the request in flight is.)
+        cluster's mapping): not started, so it goes like a queued request; a cluster not engaged:
+        its backoff is forgotten too. Either way it stops processing with the rest of the run.
+        (A run taken before a shutdown is finished, as the request in flight is.)
         """
         cluster = req.cluster_name
         if cluster in self._draining:
-            self.queue.finish(req)
             log.debug("dropping %s: cluster %r is being handed over", req, cluster)
             return
         self.queue.forget(req)
-        self.queue.done(req)
         log.debug("dropping %s: cluster %r is not engaged", req, cluster, extra={"controller": self.name})
 
     def _failed(self, req: Request, exc: Exception, m: ClusterMetrics) -> None:

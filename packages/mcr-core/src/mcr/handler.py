@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mcr.kinds import gvk_of
@@ -100,14 +99,19 @@ def requests_for(cluster_name: str, objs: list[Any]) -> list[Request]:
     The objects must be dicts whose metadata has a name (an informer keys its store by it);
     anything else raises ``KeyError``/``TypeError``, and the caller falls back to :func:`request_for`.
     """
-    metas = [obj["metadata"] for obj in objs]
-    return list(
-        map(
-            _new_request,
-            repeat(Request),
-            zip([m.get("namespace") or "" for m in metas], [m["name"] for m in metas], repeat(cluster_name)),
-        )
-    )
+    new, cls = _new_request, Request
+    return [
+        new(cls, ((m := obj["metadata"]).get("namespace") or "", m["name"], cluster_name)) for obj in objs
+    ]
+
+
+def requests_for_notes(cluster_name: str, notes: list[tuple[str, Any]]) -> list[Request]:
+    """:func:`requests_for` of the objects of an informer's batch of watch changes (``on_events``)."""
+    new, cls = _new_request, Request
+    return [
+        new(cls, ((m := note[1]["metadata"]).get("namespace") or "", m["name"], cluster_name))
+        for note in notes
+    ]
 
 
 class EnqueueRequestForObject:

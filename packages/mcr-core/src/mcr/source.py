@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache.handlers import DeletedFinalStateUnknown, Registration, WatchNote
-from mcr.handler import BulkQueue, EnqueueRequestForObject, EventHandler, Queue, request_for, requests_for
+from mcr.handler import (
+    BulkQueue,
+    EnqueueRequestForObject,
+    EventHandler,
+    Queue,
+    request_for,
+    requests_for,
+    requests_for_notes,
+)
 from mcr.predicate import Predicate, meta
 from mcr.workqueue import LOW_PRIORITY
 
@@ -169,7 +177,13 @@ class _ClusterEvents:
         Every watch change (add, update with a new resourceVersion, delete) enqueues the
         object's key at normal priority, in one ``add_many``.
         """
-        self._add_all([note[1] for note in notes], 0)
+        assert self.add_many is not None  # on_events is this method only then
+        try:
+            requests = requests_for_notes(self.cluster_name, notes)
+        except (KeyError, TypeError):
+            # Not the informer's plain dicts (a transform made models): one object at a time.
+            requests = [req for note in notes if (req := request_for(self.cluster_name, note[1])) is not None]
+        self.add_many(requests, 0, cluster=self.cluster_name)
 
     def _add_all(self, objs: list[Any], priority: int) -> None:
         """EnqueueRequestForObject for a list of objects, in one ``add_many``."""

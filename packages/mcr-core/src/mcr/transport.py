@@ -512,7 +512,8 @@ class _Lines:
     def __init__(self, transport: Transport, resp: aiohttp.ClientResponse) -> None:
         self._transport = transport
         self._resp = resp
-        self._buf = b""
+        self._buf = b""  # the unfinished line (line by line)
+        self._tail = bytearray(b"\n")  # the same for read_block, after the newline before it
         # Lines already read from the connection and not yet handed out, last first (empty: the
         # next line waits for a read).
         self.pending: list[bytes] = []
@@ -548,31 +549,39 @@ class _Lines:
             self.pending.reverse()
         return self.pending.pop()
 
-    async def read_block(self) -> bytes:
-        """Every complete line the next read of the connection finishes, as one ``bytes``.
+    async def read_block(self) -> bytearray:
+        """Every complete line the next read of the connection finishes, in one buffer.
 
-        The lines keep their separating newlines (not the last one) and may include empty lines;
-        a line split across reads waits for its end. Returns ``b""`` at the end of the body (the
-        unterminated rest, if any, comes as the last block). Costs one call per read, not per line.
+        The block starts with a newline and every line in it ends with one (``b"\\nA\\nB\\n"``),
+        so each line lies between two newlines and a caller can turn the block into a JSON array
+        in place (see :meth:`mcr.cache.reflector.Reflector`). The caller owns the block and may
+        change it. Lines may be empty; a line split across reads waits for its end. Returns an
+        empty bytearray at the end of the body (an unterminated rest, if any, comes as the last
+        block, with a newline added). Costs one call per read, not per line, and one copy of the
+        data read (joining it to the line the previous read left unfinished).
         """
         if self.pending:
-            block = b"\n".join(reversed(self.pending))
+            block = bytearray(b"\n")
+            block += b"\n".join(reversed(self.pending))
+            block += b"\n"
             self.pending.clear()
             return block
         while not self._eof:
             chunk = await self._read()
             if not chunk:
                 self._eof = True
-                rest, self._buf = self._buf, b""
+                rest, self._tail = self._tail, bytearray(b"\n")
                 if rest.strip():
+                    rest += b"\n"
                     return rest
                 break
-            data = self._buf + chunk if self._buf else chunk
+            # The unfinished line, after the newline that ended the line before it.
+            data = self._tail + chunk
             cut = data.rfind(b"\n")
-            if cut < 0:
-                self._buf = data
+            if cut == 0:
+                self._tail = data
                 continue
-            self._buf = data[cut + 1 :]
-            if cut:
-                return data[:cut]
-        return b""
+            self._tail = data[cut:]
+            del data[cut + 1 :]  # drops the unfinished line: shortens the buffer in place
+            return data
+        return bytearray()

@@ -31,7 +31,10 @@ import contextlib
 import heapq
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
+from itertools import repeat
+from operator import itemgetter
+from operator import sub as _minus
 from typing import Any, Generic, TypeVar
 
 from mcr._metricbatch import Batch, BatchedHistogram
@@ -269,16 +272,23 @@ class WorkQueue(Generic[T]):
             if item is not _NOTHING:
                 self._arm_metrics()
                 return item  # type: ignore[return-value]  # _pop returns T or the sentinel
-            waiter = asyncio.get_running_loop().create_future()
-            self._getters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self._wake_one()
-                else:
-                    self._remove_getter(waiter)
-                raise
+            await self._woken()
+
+    async def wait(self) -> None:
+        """Wait until an item is ready; take it with :meth:`take` (or :meth:`get_nowait`).
+
+        Returns at once if one is ready; raises :class:`QueueShutDown` once the queue is shut
+        down. Nothing is taken here, so another caller may take the item first (take returns
+        nothing then, and the caller waits again). Each item added wakes one waiting caller (of
+        this method or of :meth:`get`); a wake-up that reaches a cancelled call is passed on.
+        """
+        if self._shutting_down:
+            raise QueueShutDown(f"work queue {self.name!r} is shut down")
+        if self._queued:
+            return
+        await self._woken()
+        if self._shutting_down:
+            raise QueueShutDown(f"work queue {self.name!r} is shut down")
 
     def get_nowait(self) -> T | None:
         """The next item if one is ready, else ``None`` (also after shutdown)."""
@@ -324,7 +334,8 @@ class WorkQueue(Generic[T]):
             self._processing.update(dict.fromkeys(items, now))
             m = self._metrics
             if m is not None:
-                m.queue_extend([now - info[1] for info in infos])
+                # now - added_at for each, without a Python-level step per item
+                m.queue_extend(map(_minus, repeat(now, len(infos)), map(_added_at, infos)))
             sub.live -= len(items)
             if not sub.live:
                 self._drop(sub)
@@ -351,6 +362,18 @@ class WorkQueue(Generic[T]):
         self._processing.pop(item, None)
         if self._dirty or self._drained is not None:
             self._after_done(item)
+
+    def finish_all(self, items: Iterable[T]) -> None:
+        """:meth:`finish` each of ``items``, in one call; those not processing are skipped.
+
+        For a worker that took a run of items (:meth:`take`) and ends it as a whole: an item
+        added while the run was under way is put back when the run ends.
+        """
+        items = items if isinstance(items, list) else list(items)
+        _consume(map(self._processing.pop, items, repeat(None, len(items))))
+        if self._dirty or self._drained is not None:
+            for item in items:
+                self._after_done(item)
 
     @property
     def metrics_batch(self) -> Batch | None:
@@ -559,6 +582,22 @@ class WorkQueue(Generic[T]):
         if m is not None and m.batch.timer is None:
             m.batch.touch()
 
+    async def _woken(self) -> None:
+        """Wait for one wake-up (an added item, a shutdown); :meth:`get` and :meth:`wait` use it.
+
+        On cancellation a wake-up already meant for this call goes to the next waiting caller.
+        """
+        waiter = asyncio.get_running_loop().create_future()
+        self._getters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._wake_one()
+            else:
+                self._remove_getter(waiter)
+            raise
+
     def _wake_one(self) -> None:
         getters = self._getters
         while getters:
@@ -609,3 +648,5 @@ class WorkQueue(Generic[T]):
 
 
 _NOTHING = object()
+_added_at = itemgetter(1)  # of an Info
+_consume: Callable[[Iterable[Any]], None] = deque[Any](maxlen=0).extend  # runs an iterator out, in C

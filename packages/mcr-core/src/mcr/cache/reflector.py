@@ -331,23 +331,31 @@ class Reflector:
             sink.watch_read_done()
         return n
 
-    def _apply_read(self, block: bytes) -> int:
-        """Decode and apply one read of the stream, slice by slice (see :meth:`_consume`)."""
+    def _apply_read(self, block: bytearray) -> int:
+        """Decode and apply one read of the stream, slice by slice (see :meth:`_consume`).
+
+        ``block`` is what ``read_block`` hands out (every line between two newlines). Its
+        newlines become commas in one copy; each slice is then decoded in place as a JSON array,
+        its first and last separators made ``[`` and ``]`` just before: no further copy.
+        """
         loads = orjson.loads
+        arr = block.replace(b"\n", b",")
+        view = memoryview(arr)
         n = 0
-        start, size = 0, len(block)
-        while start < size:
-            end = block.find(b"\n", start + DECODE_SLICE) if size - start > DECODE_SLICE else -1
+        start, last = 0, len(block) - 1
+        while start < last:
+            end = block.find(b"\n", start + DECODE_SLICE) if last - start > DECODE_SLICE else last
             if end < 0:
-                end = size
-            part = block[start:end]  # the whole block itself when it is one slice (no copy)
-            start = end + 1
+                end = last
+            arr[start] = 0x5B  # [
+            arr[end] = 0x5D  # ]
             try:
-                events = loads(b"".join((b"[", part.replace(b"\n", b","), b"]")))
+                events = loads(view[start : end + 1])
             except orjson.JSONDecodeError:
-                n += self._apply_lines(part)
+                n += self._apply_lines(bytes(block[start + 1 : end]))
             else:
                 n += self._apply(events)
+            start = end
         return n
 
     def _apply(self, events: list[Any]) -> int:

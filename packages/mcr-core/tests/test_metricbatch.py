@@ -1,0 +1,67 @@
+"""Batched histograms bucket exactly as prometheus_client's own ``observe`` does."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, Histogram
+
+from mcr._metricbatch import MAX_PASSES, Batch, _Target
+
+RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+QUEUE_BUCKETS = tuple(10.0**e for e in range(-8, 2))
+
+
+def _counts(child: Any) -> tuple[list[float], float]:
+    return [b.get() for b in child._buckets], child._sum.get()
+
+
+def _pair(buckets: tuple[float, ...]) -> tuple[Any, Any]:
+    registry = CollectorRegistry()
+    batched = Histogram("batched", "batched", buckets=buckets, registry=registry)
+    direct = Histogram("direct", "direct", buckets=buckets, registry=registry)
+    return batched, direct
+
+
+CASES = {
+    "one bucket": [random.uniform(0, 0.004) for _ in range(500)],
+    "a few bounds": [random.uniform(0.004, 0.04) for _ in range(500)],
+    "every bucket": [random.expovariate(1 / 3) for _ in range(500)],
+    "on the bounds": [b for b in RECONCILE_BUCKETS[:3] for _ in range(5)] + [0.0],
+    "on the bounds, sorted": [b for b in RECONCILE_BUCKETS for _ in range(2)] + [0.0, 70.0],
+    "one value": [0.3],
+}
+
+
+@pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
+def test_a_flush_buckets_values_as_observe_does(values: list[float]) -> None:
+    batch = Batch()
+    batched, direct = _pair(RECONCILE_BUCKETS)
+    queue_batched, queue_direct = _pair(QUEUE_BUCKETS)
+    histogram = batch.histogram(batched)
+    histogram.mirror(queue_batched)  # other bounds: counted or sorted on their own
+    for value in values:
+        histogram.values.append(value)
+        direct.observe(value)
+        queue_direct.observe(value)
+    batch.flush()
+    assert histogram.values == []
+    for got, want in ((batched, direct), (queue_batched, queue_direct)):
+        got_buckets, got_sum = _counts(got)
+        want_buckets, want_sum = _counts(want)
+        assert got_buckets == want_buckets
+        assert got_sum == pytest.approx(want_sum)
+
+
+def test_values_spread_over_many_bounds_are_not_counted_pass_by_pass() -> None:
+    batched, _ = _pair(RECONCILE_BUCKETS)
+    target = _Target(batched)
+    narrow = [0.001, 0.02]  # buckets 0..2: two passes
+    wide = [0.001, 0.2 * 10**MAX_PASSES]  # more bounds between them than MAX_PASSES
+    assert target.add_unsorted(narrow, min(narrow), max(narrow), sum(narrow))
+    assert not target.add_unsorted(wide, min(wide), max(wide), sum(wide))
+    buckets, total = _counts(batched)
+    assert sum(buckets) == 2, "the refused values were not added"
+    assert total == pytest.approx(sum(narrow))
