@@ -82,9 +82,9 @@ class Reconciler(Protocol):
 
 
 _current_request: contextvars.ContextVar[Request | None] = CURRENT_REQUEST
-"""The request being reconciled in this task: set by the controller's workers around each reconcile
-(one variable, so a reconcile costs one set and one reset). :mod:`mcr.log` reads the request's
-cluster, namespace and name from it; tasks a reconciler creates inherit it."""
+"""The request being reconciled in this task: set by the controller's workers before each reconcile
+(one variable, one set per reconcile; a worker clears it before it waits for work). :mod:`mcr.log`
+reads the request's cluster, namespace and name from it; tasks a reconciler creates inherit it."""
 
 
 def current_request() -> Request | None:
