@@ -67,17 +67,22 @@ class _Target:
     def __init__(self, child: Any) -> None:
         self.child = child
         bounds = getattr(child, "_upper_bounds", None)
-        self.buckets = getattr(child, "_buckets", None)
-        self.sum = getattr(child, "_sum", None)
-        self.direct = not (
+        buckets = getattr(child, "_buckets", None)
+        total = getattr(child, "_sum", None)
+        # prometheus_client's private attributes, where they look as expected (else empty, unused).
+        self.bounds: list[float] = []
+        self.buckets: list[Any] = []
+        self.sum: Any = total
+        self.direct = True
+        if (
             isinstance(bounds, list)
-            and isinstance(self.buckets, list)
-            and len(bounds) == len(self.buckets)
+            and isinstance(buckets, list)
+            and len(bounds) == len(buckets)
             and bounds
             and bounds[-1] == math.inf
-            and self.sum is not None
-        )
-        self.bounds: list[float] = [] if self.direct else list(bounds)  # type: ignore[arg-type]  # prometheus_client keeps bucket bounds untyped
+            and total is not None
+        ):
+            self.bounds, self.buckets, self.direct = list(bounds), buckets, False
 
     def add_unsorted(self, values: list[float], lowest: float, highest: float, total: float) -> bool:
         """Add ``values`` (in any order; their extremes and sum given) by counting passes.
@@ -93,7 +98,7 @@ class _Target:
         last = bisect_left(bounds, highest)
         if last - first > MAX_PASSES:
             return False
-        buckets: list[Any] = self.buckets  # type: ignore[assignment]  # a list when not direct
+        buckets = self.buckets
         below = 0
         for k in range(first, last):
             upto = sum(map(bounds[k].__ge__, values))  # values <= bound, in C
@@ -101,7 +106,7 @@ class _Target:
                 buckets[k].inc(upto - below)
                 below = upto
         buckets[last].inc(len(values) - below)
-        self.sum.inc(total)  # type: ignore[union-attr]  # set together with buckets for non-direct children
+        self.sum.inc(total)
         return True
 
     def add(self, values: list[float], total: float) -> None:
@@ -114,14 +119,14 @@ class _Target:
         below = 0
         # Prometheus buckets are stored per bucket (an observation increments the first bucket
         # whose bound is >= the value); the last bound is +Inf, so every value lands somewhere.
-        for bucket, bound in zip(self.buckets, self.bounds, strict=True):  # type: ignore[arg-type]  # prometheus_client's private bucket list is untyped
+        for bucket, bound in zip(self.buckets, self.bounds, strict=True):
             upto = bisect_right(values, bound)
             if upto > below:
                 bucket.inc(upto - below)
                 below = upto
                 if below == count:
                     break
-        self.sum.inc(total)  # type: ignore[union-attr]  # set together with buckets for non-direct children
+        self.sum.inc(total)
 
 
 class BatchedHistogram:

@@ -105,15 +105,6 @@ def requests_for(cluster_name: str, objs: list[Any]) -> list[Request]:
     ]
 
 
-def requests_for_notes(cluster_name: str, notes: list[tuple[str, Any]]) -> list[Request]:
-    """:func:`requests_for` of the objects of an informer's batch of watch changes (``on_events``)."""
-    new, cls = _new_request, Request
-    return [
-        new(cls, ((m := note[1]["metadata"]).get("namespace") or "", m["name"], cluster_name))
-        for note in notes
-    ]
-
-
 class EnqueueRequestForObject:
     """Enqueues the event's object: ``Request(namespace, name, cluster_name=<event's cluster>)``.
 

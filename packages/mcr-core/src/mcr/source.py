@@ -18,6 +18,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache.handlers import DeletedFinalStateUnknown, Registration, WatchNote
@@ -28,7 +29,6 @@ from mcr.handler import (
     Queue,
     request_for,
     requests_for,
-    requests_for_notes,
 )
 from mcr.predicate import Predicate, meta
 from mcr.workqueue import LOW_PRIORITY
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["Channel", "ClusterFilter", "GenericEvent", "Kind", "SyncTimeoutError", "kind_name"]
 
 log = logging.getLogger("mcr.source")
+
+_note_object = itemgetter(1)  # of a WatchNote: (event_type, obj)
 
 ClusterFilter = Callable[[str, "Cluster"], bool]
 """``fn(cluster_name, cluster) -> bool``: whether a provider cluster is engaged by a source."""
@@ -177,13 +179,7 @@ class _ClusterEvents:
         Every watch change (add, update with a new resourceVersion, delete) enqueues the
         object's key at normal priority, in one ``add_many``.
         """
-        assert self.add_many is not None  # on_events is this method only then
-        try:
-            requests = requests_for_notes(self.cluster_name, notes)
-        except (KeyError, TypeError):
-            # Not the informer's plain dicts (a transform made models): one object at a time.
-            requests = [req for note in notes if (req := request_for(self.cluster_name, note[1])) is not None]
-        self.add_many(requests, 0, cluster=self.cluster_name)
+        self._add_all(list(map(_note_object, notes)), 0)
 
     def _add_all(self, objs: list[Any], priority: int) -> None:
         """EnqueueRequestForObject for a list of objects, in one ``add_many``."""

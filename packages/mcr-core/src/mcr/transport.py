@@ -554,7 +554,7 @@ class _Lines:
 
         The block starts with a newline and every line in it ends with one (``b"\\nA\\nB\\n"``),
         so each line lies between two newlines and a caller can turn the block into a JSON array
-        in place (see :meth:`mcr.cache.reflector.Reflector`). The caller owns the block and may
+        in place (as :class:`mcr.cache.reflector.Reflector` does). The caller owns the block and may
         change it. Lines may be empty; a line split across reads waits for its end. Returns an
         empty bytearray at the end of the body (an unterminated rest, if any, comes as the last
         block, with a newline added). Costs one call per read, not per line, and one copy of the

@@ -363,13 +363,12 @@ class WorkQueue(Generic[T]):
         if self._dirty or self._drained is not None:
             self._after_done(item)
 
-    def finish_all(self, items: Iterable[T]) -> None:
+    def finish_all(self, items: list[T]) -> None:
         """:meth:`finish` each of ``items``, in one call; those not processing are skipped.
 
         For a worker that took a run of items (:meth:`take`) and ends it as a whole: an item
         added while the run was under way is put back when the run ends.
         """
-        items = items if isinstance(items, list) else list(items)
         _consume(map(self._processing.pop, items, repeat(None, len(items))))
         if self._dirty or self._drained is not None:
             for item in items:
