@@ -78,6 +78,34 @@ async def test_success_forgets_and_counts() -> None:
     assert ctrl.queue.num_requeues(Request("ns", "a", "east")) == 0
 
 
+async def test_successes_count_per_cluster_within_one_run() -> None:
+    # Queued before the worker starts, the requests of two clusters come in runs that alternate
+    # between them (round-robin): each success counts for its own cluster, a failure for none.
+    name = unique("ok-runs")
+    seen: list[Request] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+        if req.name == "e":
+            raise TerminalError("not this one")
+
+    ctrl, events = with_channel(name, reconcile)
+    for obj, cluster in (("a", "east"), ("b", "west"), ("c", "east"), ("d", "west"), ("e", "east")):
+        events.put_nowait(GenericEvent(cm(obj), cluster))
+    events.put_nowait(GenericEvent(cm("f"), "west"))
+    async with running(ctrl):
+        await eventually(lambda: len(seen) == 6)
+        ctrl.flush_metrics()
+
+        def total(result: str, cluster: str) -> float:
+            metric = "controller_runtime_reconcile_total"
+            return sample(metric, controller=name, result=result, cluster=cluster)
+
+        assert (total("success", "east"), total("success", "west")) == (2, 3)
+        assert (total("error", "east"), total("error", "west")) == (1, 0)
+    assert [r.cluster_name for r in seen] == ["east", "west"] * 3
+
+
 async def test_errors_back_off_exponentially_from_5ms(caplog: pytest.LogCaptureFixture) -> None:
     name = unique("err")
     stamps: list[float] = []

@@ -312,6 +312,36 @@ async def test_take_hands_out_a_run_in_get_order() -> None:
     assert q.take(5) == []
 
 
+async def test_take_records_each_items_time_in_the_queue() -> None:
+    # A run queued by one add_many waited as long for every item (one value, repeated); a run
+    # that spans several adds gets each item's own time.
+    name = "wq-take-durations-test"
+    labels = {"name": name, "controller": name}
+    now = [10.0]
+    q: WorkQueue[Request] = WorkQueue(name, clock=lambda: now[0])
+    q.add_many([req(f"a{i}") for i in range(4)], cluster="")
+    now[0] = 12.0
+    q.add_many([req("b0"), req("b1")], cluster="")
+    now[0] = 13.0
+    q.add(req("c"))
+    now[0] = 20.0
+    assert q.take(2) == [req("a0"), req("a1")]  # one add_many: 10 s each
+    now[0] = 21.0
+    assert q.take(3) == [req("a2"), req("a3"), req("b0")]  # 11, 11 and 9 s
+    now[0] = 22.5
+    assert q.take(10) == [req("b1"), req("c")]  # 10.5 and 9.5 s
+    q.flush_metrics()
+
+    def sample(suffix: str, **extra: str) -> float | None:
+        return metrics.REGISTRY.get_sample_value(f"workqueue_queue_duration_seconds_{suffix}", labels | extra)
+
+    assert sample("count") == 7
+    assert sample("sum") == 10 + 10 + 11 + 11 + 9 + 10.5 + 9.5
+    assert sample("bucket", le="1.0") == 0
+    assert sample("bucket", le="100.0") == 7
+    await q.shutdown()
+
+
 async def test_wait_returns_once_an_item_is_ready_and_takes_nothing() -> None:
     q: WorkQueue[Request] = WorkQueue()
     waiter = asyncio.create_task(q.wait())

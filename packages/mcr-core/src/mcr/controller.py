@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from mcr import metrics
 from mcr._controllerparts import ClusterMetrics, Engagement
-from mcr._metricbatch import Batch
+from mcr._metricbatch import Batch, BatchedCounter
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import _fields as _log_fields
 from mcr.ratelimit import RateLimiter
@@ -411,6 +411,10 @@ class Controller:
             start = began = queue.popped_at  # the hand-out, on the queue's clock
             served: str | None = None  # a cluster checked in this run, as of `epoch`
             epoch = -1
+            # Successes are counted per run: `ok` of them not yet added to `tally` (m.success),
+            # added when the run moves to another cluster's requests and when it ends.
+            ok = 0
+            tally: BatchedCounter | None = None
             try:
                 for req in reqs:
                     try:
@@ -422,8 +426,11 @@ class Controller:
                                 set_request(None)
                                 self._drop(req)
                                 continue
+                            if ok and tally is not None:
+                                tally.pending += ok
+                                ok = 0
                             m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
-                            served, epoch = cluster, self._served_epoch
+                            served, epoch, tally = cluster, self._served_epoch, m.success
                         current[slot] = req
                         set_request(req)
                         try:
@@ -431,7 +438,7 @@ class Controller:
                             if result is None:
                                 if backed_off and req in backed_off:
                                     forget(req)
-                                m.success.pending += 1.0  # success.inc(); the batch is armed below
+                                ok += 1  # success.inc(); the batch is armed below
                             else:
                                 self._handle_result(req, result, m)
                         except asyncio.CancelledError:
@@ -466,6 +473,8 @@ class Controller:
                 # The run's requests stop processing together, when it ends or is cancelled (an
                 # event for one of them meanwhile queues it again now).
                 finish_all(reqs)
+                if ok and tally is not None:
+                    tally.pending += ok
                 if batch.timer is None:
                     batch.touch()  # the run's observations reach Prometheus within the interval
             if most > 1:

@@ -334,8 +334,14 @@ class WorkQueue(Generic[T]):
             self._processing.update(dict.fromkeys(items, now))
             m = self._metrics
             if m is not None:
-                # now - added_at for each, without a Python-level step per item
-                m.queue_extend(map(_minus, repeat(now, len(infos)), map(_added_at, infos)))
+                first = infos[0]
+                if first is infos[-1]:
+                    # Queued by one call (add_many): the deque holds that call's entries side by
+                    # side, so every item of the run waited as long. One value, repeated.
+                    m.queue_extend(repeat(now - first[1], len(infos)))
+                else:
+                    # now - added_at for each, without a Python-level step per item
+                    m.queue_extend(map(_minus, repeat(now, len(infos)), map(_added_at, infos)))
             sub.live -= len(items)
             if not sub.live:
                 self._drop(sub)
