@@ -65,3 +65,44 @@ def test_values_spread_over_many_bounds_are_not_counted_pass_by_pass() -> None:
     buckets, total = _counts(batched)
     assert sum(buckets) == 2, "the refused values were not added"
     assert total == pytest.approx(sum(narrow))
+
+
+@pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
+def test_observe_many_buckets_as_that_many_observes(values: list[float]) -> None:
+    batch = Batch()
+    batched, direct = _pair(RECONCILE_BUCKETS)
+    queue_batched, queue_direct = _pair(QUEUE_BUCKETS)
+    histogram = batch.histogram(batched)
+    histogram.mirror(queue_batched)
+    for i, value in enumerate(values):
+        count = i % 4  # 0 to 3 times (0: recorded as nothing)
+        histogram.observe_many(value, count)
+        histogram.values.append(value)  # beside single observations, in the same flush
+        for _ in range(count + 1):
+            direct.observe(value)
+            queue_direct.observe(value)
+    batch.flush()
+    assert histogram.weighted == []
+    assert histogram.values == []
+    for got, want in ((batched, direct), (queue_batched, queue_direct)):
+        got_buckets, got_sum = _counts(got)
+        want_buckets, want_sum = _counts(want)
+        assert got_buckets == want_buckets
+        assert got_sum == pytest.approx(want_sum)
+
+
+def test_observe_many_reaches_a_child_without_prometheus_buckets() -> None:
+    class Child:
+        def __init__(self) -> None:
+            self.seen: list[float] = []
+
+        def observe(self, value: float) -> None:
+            self.seen.append(value)
+
+    batch = Batch()
+    child = Child()
+    histogram = batch.histogram(child)
+    histogram.observe_many(0.5, 3)
+    histogram.observe(0.25)
+    batch.flush()
+    assert sorted(child.seen) == [0.25, 0.5, 0.5, 0.5]

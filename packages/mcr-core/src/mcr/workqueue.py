@@ -337,8 +337,8 @@ class WorkQueue(Generic[T]):
                 first = infos[0]
                 if first is infos[-1]:
                     # Queued by one call (add_many): the deque holds that call's entries side by
-                    # side, so every item of the run waited as long. One value, repeated.
-                    m.queue_extend(repeat(now - first[1], len(infos)))
+                    # side, so every item of the run waited as long. One value and its count.
+                    m.queue_duration.observe_many(now - first[1], len(infos))
                 else:
                     # now - added_at for each, without a Python-level step per item
                     m.queue_extend(map(_minus, repeat(now, len(infos)), map(_added_at, infos)))
