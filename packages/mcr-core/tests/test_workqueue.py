@@ -313,7 +313,7 @@ async def test_take_hands_out_a_run_in_get_order() -> None:
 
 
 async def test_take_records_each_items_time_in_the_queue() -> None:
-    # A run queued by one add_many waited as long for every item (one value, repeated); a run
+    # A run queued by one add_many waited as long for every item (one value, counted); a run
     # that spans several adds gets each item's own time.
     name = "wq-take-durations-test"
     labels = {"name": name, "controller": name}
