@@ -431,6 +431,7 @@ class Controller:
                                 ok = 0
                             m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
                             served, epoch, tally = cluster, self._served_epoch, m.success
+                            record_time = m.time_append  # a local: one call per request, no lookup
                         current[slot] = req
                         set_request(req)
                         try:
@@ -454,7 +455,7 @@ class Controller:
                             end = clock()
                             # The reconcile time, mirrored into the queue's work duration (same
                             # start and end): recorded once, so the queue is told `finish`.
-                            m.time_append(end - start)
+                            record_time(end - start)
                             start = end  # the next held request starts now
                             current[slot] = None
                             if aborted and req in aborted:
