@@ -57,7 +57,7 @@ async def test_engage_disengage_cycles_leak_nothing(apiserver: ServerThread) -> 
 
     provider = ClustersProvider(start_clusters=False)
     mgr = Manager(provider=provider, metrics_bind_address="0")
-    controller_managed_by(mgr).named("leak-check").for_("v1/ConfigMap").complete(reconcile)
+    ctrl = controller_managed_by(mgr).named("leak-check").for_("v1/ConfigMap").complete(reconcile)
     cluster = Cluster(config, name="c")
     await cluster.start()
     task = asyncio.create_task(mgr.start(handle_signals=False))
@@ -73,6 +73,9 @@ async def test_engage_disengage_cycles_leak_nothing(apiserver: ServerThread) -> 
             await cycle()
         assert any(r.cluster_name == "c" for r in reconciled), "the controller never reconciled cluster c"
         reconciled.clear()
+        # Observations wait up to a second for their batch's flush: bounded by time, not by
+        # cycles, so each snapshot is taken with none pending.
+        ctrl.flush_metrics()
         gc.collect()
         tracemalloc.start()
         tasks_before = len(asyncio.all_tasks())
@@ -84,6 +87,7 @@ async def test_engage_disengage_cycles_leak_nothing(apiserver: ServerThread) -> 
 
         await asyncio.sleep(0.05)  # let cancelled reconciles and callbacks settle
         reconciled.clear()
+        ctrl.flush_metrics()
         gc.collect()
         snap_after = _snapshot()
         tasks_after = len(asyncio.all_tasks())

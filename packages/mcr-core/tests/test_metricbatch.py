@@ -35,24 +35,39 @@ CASES = {
 }
 
 
+class _Mirrored:
+    """A batched histogram mirrored into a second one with other bounds (counted or sorted on
+    their own), and two prometheus_client histograms observed directly, for comparison."""
+
+    def __init__(self) -> None:
+        self.batch = Batch()
+        self.batched, self.direct = _pair(RECONCILE_BUCKETS)
+        self.queue_batched, self.queue_direct = _pair(QUEUE_BUCKETS)
+        self.histogram = self.batch.histogram(self.batched)
+        self.histogram.mirror(self.queue_batched)
+
+    def observe_directly(self, value: float) -> None:
+        self.direct.observe(value)
+        self.queue_direct.observe(value)
+
+    def flush_and_compare(self) -> None:
+        self.batch.flush()
+        assert self.histogram.values == []
+        assert self.histogram.weighted == []
+        for got, want in ((self.batched, self.direct), (self.queue_batched, self.queue_direct)):
+            got_buckets, got_sum = _counts(got)
+            want_buckets, want_sum = _counts(want)
+            assert got_buckets == want_buckets
+            assert got_sum == pytest.approx(want_sum)
+
+
 @pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
 def test_a_flush_buckets_values_as_observe_does(values: list[float]) -> None:
-    batch = Batch()
-    batched, direct = _pair(RECONCILE_BUCKETS)
-    queue_batched, queue_direct = _pair(QUEUE_BUCKETS)
-    histogram = batch.histogram(batched)
-    histogram.mirror(queue_batched)  # other bounds: counted or sorted on their own
+    pair = _Mirrored()
     for value in values:
-        histogram.values.append(value)
-        direct.observe(value)
-        queue_direct.observe(value)
-    batch.flush()
-    assert histogram.values == []
-    for got, want in ((batched, direct), (queue_batched, queue_direct)):
-        got_buckets, got_sum = _counts(got)
-        want_buckets, want_sum = _counts(want)
-        assert got_buckets == want_buckets
-        assert got_sum == pytest.approx(want_sum)
+        pair.histogram.values.append(value)
+        pair.observe_directly(value)
+    pair.flush_and_compare()
 
 
 def test_values_spread_over_many_bounds_are_not_counted_pass_by_pass() -> None:
@@ -69,26 +84,14 @@ def test_values_spread_over_many_bounds_are_not_counted_pass_by_pass() -> None:
 
 @pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
 def test_observe_many_buckets_as_that_many_observes(values: list[float]) -> None:
-    batch = Batch()
-    batched, direct = _pair(RECONCILE_BUCKETS)
-    queue_batched, queue_direct = _pair(QUEUE_BUCKETS)
-    histogram = batch.histogram(batched)
-    histogram.mirror(queue_batched)
+    pair = _Mirrored()
     for i, value in enumerate(values):
         count = i % 4  # 0 to 3 times (0: recorded as nothing)
-        histogram.observe_many(value, count)
-        histogram.values.append(value)  # beside single observations, in the same flush
+        pair.histogram.observe_many(value, count)
+        pair.histogram.values.append(value)  # beside single observations, in the same flush
         for _ in range(count + 1):
-            direct.observe(value)
-            queue_direct.observe(value)
-    batch.flush()
-    assert histogram.weighted == []
-    assert histogram.values == []
-    for got, want in ((batched, direct), (queue_batched, queue_direct)):
-        got_buckets, got_sum = _counts(got)
-        want_buckets, want_sum = _counts(want)
-        assert got_buckets == want_buckets
-        assert got_sum == pytest.approx(want_sum)
+            pair.observe_directly(value)
+    pair.flush_and_compare()
 
 
 def test_observe_many_reaches_a_child_without_prometheus_buckets() -> None:

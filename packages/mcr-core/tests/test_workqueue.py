@@ -330,15 +330,18 @@ async def test_take_records_each_items_time_in_the_queue() -> None:
     assert q.take(3) == [req("a2"), req("a3"), req("b0")]  # 11, 11 and 9 s
     now[0] = 22.5
     assert q.take(10) == [req("b1"), req("c")]  # 10.5 and 9.5 s
+    q.add_many([req("d")], cluster="")
+    now[0] = 24.0
+    assert q.take(10) == [req("d")]  # a run of one: 1.5 s
     q.flush_metrics()
 
     def sample(suffix: str, **extra: str) -> float | None:
         return metrics.REGISTRY.get_sample_value(f"workqueue_queue_duration_seconds_{suffix}", labels | extra)
 
-    assert sample("count") == 7
-    assert sample("sum") == 10 + 10 + 11 + 11 + 9 + 10.5 + 9.5
+    assert sample("count") == 8
+    assert sample("sum") == 10 + 10 + 11 + 11 + 9 + 10.5 + 9.5 + 1.5
     assert sample("bucket", le="1.0") == 0
-    assert sample("bucket", le="100.0") == 7
+    assert sample("bucket", le="10.0") == 5  # 1.5, 9, 9.5 and the two 10s
     await q.shutdown()
 
 

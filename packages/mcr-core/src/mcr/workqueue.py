@@ -335,7 +335,7 @@ class WorkQueue(Generic[T]):
             m = self._metrics
             if m is not None:
                 first = infos[0]
-                if first is infos[-1]:
+                if len(infos) > 1 and first is infos[-1]:
                     # Queued by one call (add_many): the deque holds that call's entries side by
                     # side, so every item of the run waited as long. One value and its count.
                     m.queue_duration.observe_many(now - first[1], len(infos))
