@@ -646,3 +646,65 @@ async def test_a_hanging_server_is_bounded_by_the_sync_timeout(fleet: Any, admin
         await asyncio.wait([*engagements, runner])
         await fast.stop()
         await slow.stop()
+
+
+async def test_queue_and_reconcile_metrics_count_every_request_of_a_watch_burst(
+    apiserver: Any, admin: Any
+) -> None:
+    # A list and a burst of watch updates reach the queue in batches (one add_many per list or
+    # read), whose runs record their time in the queue once with a count, and the worker counts
+    # successes per run: every reconcile must still be counted once in each series.
+    client = admin(apiserver)
+    names = [f"burst-{i}" for i in range(40)]
+    for n in names:
+        await client.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": "default"}}
+        )
+    seen: list[Request] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+
+    name = unique("burst-metrics")
+    cluster = Cluster.from_kubeconfig(apiserver.kubeconfig, name="burst")
+    await cluster.start()
+    ctrl = Controller(name, reconcile)
+    ctrl.watch(Kind(CM))
+    runner = asyncio.create_task(ctrl.start())
+    engagement = asyncio.create_task(ctrl.engage("burst", cluster))
+
+    def reconciled(n: str) -> int:
+        return sum(1 for r in seen if r.name == n)
+
+    try:
+        await eventually(lambda: all(reconciled(n) == 1 for n in names), timeout=15)
+        for n in names:
+            cm = await client.get(CM, n, namespace="default")
+            cm["data"] = {"round": "1"}
+            await client.update(cm)
+        await eventually(lambda: all(reconciled(n) == 2 for n in names), timeout=15)
+        await asyncio.sleep(0.1)  # nothing else is left to reconcile
+        ctrl.flush_metrics()
+        queue_labels = {"name": name, "controller": name}
+        total = len(seen)
+        assert (
+            metrics.REGISTRY.get_sample_value("workqueue_queue_duration_seconds_count", queue_labels) == total
+        )
+        assert (
+            metrics.REGISTRY.get_sample_value("workqueue_work_duration_seconds_count", queue_labels) == total
+        )
+        assert (
+            metrics.REGISTRY.get_sample_value(
+                "controller_runtime_reconcile_total",
+                {"controller": name, "result": "success", "cluster": "burst"},
+            )
+            == total
+        )
+    finally:
+        engagement.cancel()
+        await asyncio.wait([engagement])
+        runner.cancel()
+        await asyncio.wait([runner])
+        await cluster.stop()
+        for n in names:
+            await client.delete(CM, n, namespace="default")
