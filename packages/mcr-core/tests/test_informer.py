@@ -17,6 +17,7 @@ from mcr.cache import (
     EventHandlerFuncs,
     InformerCache,
     NamespaceConfig,
+    WatchNote,
 )
 from mcr.cache.reader import field_index_name
 from mcr.cache.reflector import (
@@ -254,10 +255,14 @@ class BatchLog(EventLog):
     def on_delete(self, obj: dict[str, Any] | DeletedFinalStateUnknown) -> None:
         self.direct += 1
 
-    def on_events(self, notes: list[tuple[str, dict[str, Any]]]) -> None:
+    def on_events(self, notes: list[WatchNote]) -> None:
         self.batches.append(len(notes))
-        for event_type, obj in notes:
-            self.log.append((event_type, *_key_rv(obj)))
+        for event_type, obj, namespace, name in notes:
+            # The key the note carries is the object's own (the log compares it with on_update's).
+            meta = obj["metadata"]
+            assert (namespace, name) == (meta.get("namespace") or "", meta["name"])
+            key = f"{namespace}/{name}" if namespace else name
+            self.log.append((event_type, key, meta["resourceVersion"]))
 
 
 async def test_batch_handlers_get_each_watch_read_in_one_call_with_the_same_changes(
@@ -446,7 +451,7 @@ async def test_a_failing_or_removed_batch_handler_loses_nothing_for_the_others(
     env: Env, caplog: pytest.LogCaptureFixture, commit_burst: Callable[[list[str], int], None]
 ) -> None:
     class Failing(BatchLog):
-        def on_events(self, notes: list[tuple[str, dict[str, Any]]]) -> None:
+        def on_events(self, notes: list[WatchNote]) -> None:
             raise RuntimeError("batch handler bug")
 
     informer = await synced_configmaps(env)

@@ -122,6 +122,51 @@ async def test_each_kind_of_watch_change_is_enqueued_at_normal_priority(
             reg.remove()
 
 
+async def test_watch_bursts_of_cluster_scoped_objects_enqueue_requests_without_a_namespace(
+    env: tuple[Cluster, Client], apiserver: Any
+) -> None:
+    """The bulk path makes requests from the keys the informer's notes carry: a cluster-scoped
+    object's request has namespace ``""``, the same as the per-event path (a predicate) makes."""
+    cluster, _ = env
+    fast: WorkQueue[Request] = WorkQueue()
+    per_event: WorkQueue[Request] = WorkQueue()
+    regs = [
+        await Kind("v1/Namespace").start_for_cluster("east", cluster, fast, sync_timeout=10),
+        await Kind("v1/Namespace", None, predicate_from(lambda o: True)).start_for_cluster(
+            "east", cluster, per_event, sync_timeout=10
+        ),
+    ]
+    informer = await cluster.cache.get_informer("v1/Namespace")
+    names = [f"scope-{i}" for i in range(6)]
+
+    def drain(q: WorkQueue[Request]) -> set[Request]:
+        out = set()
+        while (item := q.get_nowait()) is not None:
+            q.done(item)
+            out.add(item)
+        return out
+
+    drain(fast), drain(per_event)  # the namespaces listed at start (low priority)
+    try:
+        for round_ in range(2):  # adds, then updates, each committed back to back
+            for name in names:
+                ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                ns["metadata"]["labels"] = {"round": str(round_)}
+                apiserver.store.commit("", "namespaces", ns)
+            await eventually(
+                lambda r=str(round_): all(
+                    (o := informer.get(n)) is not None and o["metadata"]["labels"]["round"] == r
+                    for n in names
+                )
+            )
+            expected = {Request("", name, "east") for name in names}
+            assert drain(fast) == expected
+            assert drain(per_event) == expected
+    finally:
+        for reg in regs:
+            reg.remove()
+
+
 async def test_channel_from_async_iterator_with_predicates() -> None:
     async def events() -> AsyncIterator[Any]:
         yield GenericEvent(cm("a", {"watch": "yes"}), "west")

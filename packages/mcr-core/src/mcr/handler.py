@@ -24,6 +24,7 @@ from mcr.predicate import meta
 from mcr.reconcile import Request, _current_request
 
 if TYPE_CHECKING:
+    from mcr.cache.handlers import WatchNote
     from mcr.cluster import Cluster
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "group_kind_of",
     "request_for",
     "requests_for",
+    "requests_for_notes",
 ]
 
 log = logging.getLogger("mcr.handler")
@@ -103,6 +105,15 @@ def requests_for(cluster_name: str, objs: list[Any]) -> list[Request]:
     return [
         new(cls, ((m := obj["metadata"]).get("namespace") or "", m["name"], cluster_name)) for obj in objs
     ]
+
+
+def requests_for_notes(cluster_name: str, notes: list[WatchNote]) -> list[Request]:
+    """The request :class:`EnqueueRequestForObject` makes for each of an informer's watch notes.
+
+    Made from the namespace and name each note carries, without reading its object again.
+    """
+    new, cls = _new_request, Request
+    return [new(cls, (ns, name, cluster_name)) for _, _, ns, name in notes]
 
 
 class EnqueueRequestForObject:

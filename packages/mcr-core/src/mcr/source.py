@@ -18,7 +18,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache.handlers import DeletedFinalStateUnknown, Registration, WatchNote
@@ -29,6 +28,7 @@ from mcr.handler import (
     Queue,
     request_for,
     requests_for,
+    requests_for_notes,
 )
 from mcr.predicate import Predicate, meta
 from mcr.workqueue import LOW_PRIORITY
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["Channel", "ClusterFilter", "GenericEvent", "Kind", "SyncTimeoutError", "kind_name"]
 
 log = logging.getLogger("mcr.source")
-
-_note_object = itemgetter(1)  # of a WatchNote: (event_type, obj)
 
 ClusterFilter = Callable[[str, "Cluster"], bool]
 """``fn(cluster_name, cluster) -> bool``: whether a provider cluster is engaged by a source."""
@@ -177,9 +175,11 @@ class _ClusterEvents:
         """A watch read's changes, for the common case (``on_events`` then names this method).
 
         Every watch change (add, update with a new resourceVersion, delete) enqueues the
-        object's key at normal priority, in one ``add_many``.
+        object's key at normal priority, in one ``add_many``. The requests are made from the
+        namespace and name each note carries: the objects themselves are not read again.
         """
-        self._add_all(list(map(_note_object, notes)), 0)
+        assert self.add_many is not None  # on_events is set only then
+        self.add_many(requests_for_notes(self.cluster_name, notes), 0, cluster=self.cluster_name)
 
     def _add_all(self, objs: list[Any], priority: int) -> None:
         """EnqueueRequestForObject for a list of objects, in one ``add_many``."""

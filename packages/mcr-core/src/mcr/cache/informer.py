@@ -325,14 +325,15 @@ class Informer:
         noted and handed over by :meth:`watch_read_done`.
         """
         meta = obj["metadata"]
-        ns = meta.get("namespace")
-        key = f"{ns}/{meta['name']}" if ns else meta["name"]
+        ns = meta.get("namespace") or ""
+        name = meta["name"]
+        key = f"{ns}/{name}" if ns else name
         store = self._store
         if event_type == "DELETED":
             # A delete of an object the cache does not hold was already reported (by a relist).
             if store.pop(key) is not None:
                 if self._batch_handlers:
-                    self._batch.append(("DELETED", obj))
+                    self._batch.append(("DELETED", obj, ns, name))
                 if self._event_handlers:
                     self._notify_delete(obj, self._event_handlers)
             return
@@ -341,12 +342,12 @@ class Informer:
         # change in its replay.
         if old is None:
             if self._batch_handlers:
-                self._batch.append(("ADDED", obj))
+                self._batch.append(("ADDED", obj, ns, name))
             if self._event_handlers:
                 self._notify_add(obj, False, self._event_handlers)
         elif old["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
             if self._batch_handlers:
-                self._batch.append(("MODIFIED", obj))
+                self._batch.append(("MODIFIED", obj, ns, name))
             if self._event_handlers:
                 self._notify_update(old, obj, self._event_handlers)
         # An event at the cached resourceVersion is a duplicate after a re-watch: drop it.
@@ -383,8 +384,9 @@ class Informer:
                 new_rv = meta["resourceVersion"]
                 if strip:
                     meta.pop("managedFields", None)
-                ns = meta.get("namespace")
-                key = f"{ns}/{meta['name']}" if ns else meta["name"]
+                ns = meta.get("namespace") or ""
+                name = meta["name"]
+                key = f"{ns}/{name}" if ns else name
                 if items is not None and (old := items.get(key)) is not None:
                     items[key] = obj  # an existing key: no index changes
                 else:
@@ -392,13 +394,13 @@ class Informer:
                 rv = new_rv
                 if old is None:
                     if notes is not None:
-                        notes.append(("ADDED", obj))
+                        notes.append(("ADDED", obj, ns, name))
                     if not handlers:
                         continue
                     self._notify_add(obj, False, handlers)
                 elif not dedupe or old["metadata"].get("resourceVersion") != new_rv:
                     if notes is not None:
-                        notes.append(("MODIFIED", obj))
+                        notes.append(("MODIFIED", obj, ns, name))
                     if not handlers:
                         continue
                     self._notify_update(old, obj, handlers)
