@@ -293,6 +293,43 @@ async def test_batch_handlers_get_each_watch_read_in_one_call_with_the_same_chan
     assert batched.direct == len(informer.list())
 
 
+async def test_watch_updates_reach_the_store_and_batch_handlers_without_managed_fields(
+    env: Env, commit_burst: Callable[[list[str], int], None]
+) -> None:
+    """The default transform drops ``managedFields`` on the watch's batch path too (a burst of
+    updates applied in one pass), whether the server sent them or not."""
+    informer = await synced_configmaps(env)
+    log = BatchLog()
+    informer.add_event_handler(log)
+    names = [f"mf{i}" for i in range(20)]
+    commit_burst(names, 0)
+    for name in names:  # the same objects, now carrying managedFields from the server
+        env.srv.store.commit(
+            "",
+            "configmaps",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "uid": f"uid-{name}",
+                    "managedFields": [{"manager": "bench", "operation": "Update", "apiVersion": "v1"}],
+                },
+                "data": {"round": "1"},
+            },
+        )
+    await eventually(
+        lambda: all((o := informer.get(f"default/{n}")) and o["data"]["round"] == "1" for n in names)
+    )
+    assert log.direct == 0, "the burst came through on_events"
+    assert sum(log.batches) == 40
+    for name in names:
+        obj = informer.get(f"default/{name}")
+        assert obj is not None
+        assert "managedFields" not in obj["metadata"], name
+
+
 def _tagged(obj: dict[str, Any]) -> dict[str, Any]:
     """A transform other than the default: reflectors then apply events one at a time."""
     obj["metadata"].setdefault("annotations", {})["seen"] = "yes"

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mcr.kinds import gvk_of
@@ -43,6 +45,8 @@ __all__ = [
 log = logging.getLogger("mcr.handler")
 
 _new_request = tuple.__new__
+_note_namespace = itemgetter(2)  # of a WatchNote: (event_type, obj, namespace, name)
+_note_name = itemgetter(3)
 
 
 class Queue(Protocol):
@@ -112,8 +116,15 @@ def requests_for_notes(cluster_name: str, notes: list[WatchNote]) -> list[Reques
 
     Made from the namespace and name each note carries, without reading its object again.
     """
-    new, cls = _new_request, Request
-    return [new(cls, (ns, name, cluster_name)) for _, _, ns, name in notes]
+    # Request(namespace, name, cluster_name) per note, built in C (map and zip, no Python-level
+    # step per note).
+    return list(
+        map(
+            _new_request,
+            repeat(Request, len(notes)),
+            zip(map(_note_namespace, notes), map(_note_name, notes), repeat(cluster_name)),
+        )
+    )
 
 
 class EnqueueRequestForObject:
