@@ -146,8 +146,8 @@ async def test_watch_bursts_of_cluster_scoped_objects_enqueue_requests_without_a
             out.add(item)
         return out
 
-    drain(fast), drain(per_event)  # the namespaces listed at start (low priority)
     try:
+        drain(fast), drain(per_event)  # the namespaces listed at start (low priority)
         for round_ in range(2):  # adds, then updates, each committed back to back
             for name in names:
                 ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
