@@ -32,6 +32,14 @@ leaves out time spent waiting for the server (the server's speed is not what B2 
 a shared machine it varies run to run), and per wall second. Floor and subject alternate (15
 rounds by default), each after a full collection so that no round pays for the garbage of the
 one before. Reported: the ratio of the median rates and the median of the per-round ratios.
+
+One row per GC policy (PERFORMANCE.md §3), every measurement of a row under the same collector
+thresholds: ``mcr`` (the default; mcr's caches raise the thresholds while they run, see
+:mod:`mcr.cache.gcpolicy`, and the raw reader and the minimal controller hold the same policy
+for their measurement) and ``interpreter`` (the interpreter's thresholds for all: mcr's caches
+with ``gc_policy=None``). Under the interpreter's thresholds the raw reader pays for young
+collections that mcr's caches avoid, so a floor measured that way while the subject runs under
+mcr's policy would flatter the subject.
 """
 
 from __future__ import annotations
@@ -161,6 +169,28 @@ class _Counter:
 
 Rates = tuple[float, float]  # (per CPU second, per wall second)
 
+GC_POLICIES = ("mcr", "interpreter")
+"""The rows of a run: every measurement under mcr's default GC policy, or all under the interpreter's."""
+
+
+def _gc_policy(policy: str) -> Any:
+    """The :class:`mcr.cache.GCPolicy` a row's measurements hold (``None``: the interpreter's GC)."""
+    from mcr.cache import GCPolicy
+
+    if policy not in GC_POLICIES:
+        raise ValueError(f"GC policy must be one of {GC_POLICIES}, not {policy!r}")
+    return GCPolicy() if policy == "mcr" else None
+
+
+def _cluster(server: _Server, name: str, policy: str) -> Any:
+    """A fresh :class:`mcr.cluster.Cluster` of ``server`` whose cache holds ``policy``."""
+    from mcr.cache import CacheOptions
+    from mcr.cluster import Cluster
+
+    options = CacheOptions(gc_policy=_gc_policy(policy))
+    return Cluster.from_kubeconfig(server.kubeconfig, name=name, cache_options=options)
+
+
 CYCLES = 3
 """Updates of every object in one ``watch`` window (a longer window averages out more noise)."""
 
@@ -175,10 +205,8 @@ class _Window:
         return n / (time.process_time() - self.cpu), n / (time.perf_counter() - self.wall)
 
 
-async def _floor(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) -> Rates:
-    from mcr.cluster import Cluster
-
-    cluster = Cluster.from_kubeconfig(server.kubeconfig, name="b2-floor")
+async def _floor(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES, policy: str = "mcr") -> Rates:
+    cluster = _cluster(server, "b2-floor", policy)
     await cluster.start()
     try:
         counter = _Counter(n, live=watch)
@@ -264,13 +292,15 @@ class _MinimalController:
                 self.counter.done.set()
 
 
-async def _minimal(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) -> Rates:
+async def _minimal(
+    server: _Server, n: int, *, watch: bool, cycles: int = CYCLES, policy: str = "mcr"
+) -> Rates:
     """The raw reader feeding :class:`_MinimalController` (a ceiling: what B2 could reach)."""
     counter = _Counter(n)
     controller = _MinimalController(counter)
     worker = asyncio.create_task(controller.run())
     try:
-        return await _raw(server, n, watch=watch, cycles=cycles, controller=controller)
+        return await _raw(server, n, watch=watch, cycles=cycles, controller=controller, policy=policy)
     finally:
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
@@ -284,11 +314,27 @@ async def _raw(
     watch: bool,
     cycles: int = CYCLES,
     controller: _MinimalController | None = None,
+    policy: str = "mcr",
 ) -> Rates:
     """PERFORMANCE.md's floor client: aiohttp chunks split into lines, orjson, a dict cache.
 
-    With ``controller``, each object also goes to it, and the rate is of its reconciles.
+    With ``controller``, each object also goes to it, and the rate is of its reconciles. The
+    measurement holds ``policy``'s GC thresholds, as an mcr cache would while it runs.
     """
+    held = _gc_policy(policy)
+    if held is not None:
+        held.acquire()
+    try:
+        return await _read(server, n, watch=watch, cycles=cycles, controller=controller)
+    finally:
+        if held is not None:
+            held.release()
+
+
+async def _read(
+    server: _Server, n: int, *, watch: bool, cycles: int, controller: _MinimalController | None
+) -> Rates:
+    """:func:`_raw` under whatever GC thresholds are set."""
     import base64
     import ssl
 
@@ -370,8 +416,9 @@ async def _raw(
             await asyncio.gather(reader, return_exceptions=True)
 
 
-async def _subject(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES) -> Rates:
-    from mcr.cluster import Cluster
+async def _subject(
+    server: _Server, n: int, *, watch: bool, cycles: int = CYCLES, policy: str = "mcr"
+) -> Rates:
     from mcr.controller import Controller
     from mcr.reconcile import Request
     from mcr.source import Kind
@@ -386,7 +433,7 @@ async def _subject(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES
         if seen == target:
             done.set()
 
-    cluster = Cluster.from_kubeconfig(server.kubeconfig, name="b2-subject")
+    cluster = _cluster(server, "b2-subject", policy)
     await cluster.start()
     ctrl = Controller("b2-noop", reconcile, skip_name_validation=True)
     ctrl.watch(Kind("v1/ConfigMap"))
@@ -449,30 +496,46 @@ def _summary(
     }
 
 
-async def run_b2(n: int, rounds: int = 15) -> dict[str, dict[str, float]]:
-    """Per workload (``watch``, ``list``): median floor, subject and minimal-controller rates and
-    their ratios (goal ≥ 0.7)."""
+async def run_b2(
+    n: int, rounds: int = 15, policies: tuple[str, ...] = GC_POLICIES
+) -> dict[str, dict[str, Any]]:
+    """Per workload (``watch``, ``list``) and GC policy: median floor, subject and
+    minimal-controller rates and their ratios (goal ≥ 0.7).
+
+    Keys: the workload for the ``mcr`` policy (the default configuration: B2 itself), the
+    workload and ``_interpreter_gc`` for the other row. Each row names its policy and thresholds.
+    """
+    for policy in policies:
+        _gc_policy(policy)  # an unknown policy fails before the server starts
     if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, {1})
-    results: dict[str, dict[str, float]] = {}
+    results: dict[str, dict[str, Any]] = {}
     with _server(n) as server:
         for workload in ("watch", "list"):
             watch = workload == "watch"
-            raws: list[Rates] = []
-            floors: list[Rates] = []
-            subjects: list[Rates] = []
-            minimals: list[Rates] = []
-            for _ in range(rounds):
-                # Each measurement starts without the previous one's garbage (a stopped cache is
-                # a reference cycle): otherwise a full collection of it lands in a random window.
-                for runs, measure in (
-                    (raws, _raw),
-                    (floors, _floor),
-                    (subjects, _subject),
-                    (minimals, _minimal),
-                ):
-                    gc.collect()
-                    runs.append(await measure(server, n, watch=watch))
-            results[workload] = _summary(raws, floors, subjects, minimals)
+            for policy in policies:
+                raws: list[Rates] = []
+                floors: list[Rates] = []
+                subjects: list[Rates] = []
+                minimals: list[Rates] = []
+                for _ in range(rounds):
+                    # Each measurement starts without the previous one's garbage (a stopped cache
+                    # is a reference cycle): otherwise a full collection of it lands in a random
+                    # window.
+                    for runs, measure in (
+                        (raws, _raw),
+                        (floors, _floor),
+                        (subjects, _subject),
+                        (minimals, _minimal),
+                    ):
+                        gc.collect()
+                        runs.append(await measure(server, n, watch=watch, policy=policy))
+                held = _gc_policy(policy)
+                row: dict[str, Any] = {
+                    "gc_policy": policy,
+                    "gc_thresholds": list(held.thresholds if held is not None else gc.get_threshold()),
+                }
+                row.update(_summary(raws, floors, subjects, minimals))
+                results[workload if policy == "mcr" else f"{workload}_interpreter_gc"] = row
     return results

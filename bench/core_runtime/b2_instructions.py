@@ -7,9 +7,10 @@ mcr's informer; the subject; the minimal controller on the raw reader) in child 
 ``valgrind --tool=callgrind``, once with one update cycle and once with three; the difference
 between the two counts, divided by the 2N events it adds, is the instructions per event with
 every fixed cost (imports, start-up, initial sync) taken out. Ratios are the raw reader's count
-over each other's (B2 in instructions). The worker's runs are not limited by time here (see
-``_child``): valgrind's slowdown would otherwise shrink them to one request each. Needs
-``valgrind``; takes several minutes (N = 5000 by default).
+over each other's (B2 in instructions), all under mcr's GC policy (B2's default row). The
+worker's runs are not limited by time here (see ``_child``): valgrind's slowdown would otherwise
+shrink them to one request each. Needs ``valgrind``; takes several minutes (N = 5000 by
+default).
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ wall time mostly measures the neighbours.
   ConfigMaps. Floor: the raw informer event rate (a counting handler). Subject: a Controller with
   a no-op reconcile engaged on the same cluster. ``watch``: one update of every object arriving
   on the watch (PERFORMANCE.md's B2); ``list``: the initial list. Both in the same run; goal
-  ≥ 0.7x (see ``bench/core_runtime/b2.py``).
+  ≥ 0.7x (see ``bench/core_runtime/b2.py``). One row per GC policy: ``b2_watch`` / ``b2_list``
+  with every measurement under mcr's default GC policy (B2 itself), ``..._interpreter_gc`` with
+  every measurement under the interpreter's thresholds (``--b2-gc`` picks one of them).
 """
 
 from __future__ import annotations
@@ -153,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--loop", choices=["asyncio", "uvloop"], default="asyncio", help="event loop (mcr.run)"
     )
+    parser.add_argument(
+        "--b2-gc",
+        choices=["both", "mcr", "interpreter"],
+        default="both",
+        help="b2 rows: every measurement under mcr's GC policy, under the interpreter's, or both",
+    )
     args, _ = parser.parse_known_args(argv)  # options meant for other benchmarks are ignored
     results: list[dict[str, Any]] = []
     env = {
@@ -172,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench.core_runtime.b2 import run_b2
 
         n_objects = args.objects or (2_000 if args.quick else 10_000)
-        for workload, row in mcr.run(run_b2(n_objects), loop=args.loop).items():
+        policies = ("mcr", "interpreter") if args.b2_gc == "both" else (args.b2_gc,)
+        for workload, row in mcr.run(run_b2(n_objects, policies=policies), loop=args.loop).items():
             _emit(results, bench=f"b2_{workload}", n=n_objects, **row)
 
     print()
