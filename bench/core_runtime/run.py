@@ -177,10 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     n_pipe = 10_000 if args.quick else 100_000
     _emit(results, bench="pipeline", n=n_pipe, **mcr.run(bench_pipeline(n_pipe), loop=args.loop))
     if not args.skip_b2:
-        from bench.core_runtime.b2 import run_b2
+        from bench.core_runtime.b2 import GC_POLICIES, run_b2
 
         n_objects = args.objects or (2_000 if args.quick else 10_000)
-        policies = ("mcr", "interpreter") if args.b2_gc == "both" else (args.b2_gc,)
+        policies = GC_POLICIES if args.b2_gc == "both" else (args.b2_gc,)
         for workload, row in mcr.run(run_b2(n_objects, policies=policies), loop=args.loop).items():
             _emit(results, bench=f"b2_{workload}", n=n_objects, **row)
 
