@@ -29,9 +29,16 @@ controller reaches; ``subject_over_minimal`` is mcr's rate over its rate.
 
 Both rates are reported per second of this process's CPU time (``time.process_time``), which
 leaves out time spent waiting for the server (the server's speed is not what B2 measures and on
-a shared machine it varies run to run), and per wall second. Floor and subject alternate (15
+a shared machine it varies run to run), and per wall second. Each row also gives, per event and
+measurement, the user and system CPU and the minor page faults (``getrusage``), and B2 in user
+CPU alone (``ratio_user_cpu``): the kernel's share is mostly page faults, which depend on the
+state of the process's allocator more than on the code measured. Floor and subject alternate (15
 rounds by default), each after a full collection so that no round pays for the garbage of the
 one before. Reported: the ratio of the median rates and the median of the per-round ratios.
+
+All measurements of a run share this process (``processes="shared"``, B2's figure), so each
+starts with an allocator that earlier ones have grown; ``processes="fresh"`` runs each in a new
+interpreter instead, for comparison.
 
 One row per GC policy (PERFORMANCE.md §3), every measurement of a row under the same collector
 thresholds: ``mcr`` (the default; mcr's caches raise the thresholds while they run, see
@@ -50,6 +57,7 @@ import contextvars
 import gc
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -57,7 +65,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 SERVER_SCRIPT = r"""
 import asyncio, json, sys, uuid
@@ -167,7 +175,16 @@ class _Counter:
         return None
 
 
-Rates = tuple[float, float]  # (per CPU second, per wall second)
+class Rates(NamedTuple):
+    """One measurement: events per CPU second (user + system) and per wall second, and per
+    event the microseconds of user and of system CPU and the minor page faults."""
+
+    cpu: float
+    wall: float
+    user_us: float
+    sys_us: float
+    faults: float
+
 
 GC_POLICIES = ("mcr", "interpreter")
 """The rows of a run: every measurement under mcr's default GC policy, or all under the interpreter's."""
@@ -196,13 +213,22 @@ CYCLES = 3
 
 
 class _Window:
-    """CPU and wall clocks from construction to :meth:`rates`."""
+    """CPU and wall clocks, and this process's resource usage, from construction to :meth:`rates`."""
 
     def __init__(self) -> None:
+        self.usage = resource.getrusage(resource.RUSAGE_SELF)
         self.wall, self.cpu = time.perf_counter(), time.process_time()
 
     def rates(self, n: int) -> Rates:
-        return n / (time.process_time() - self.cpu), n / (time.perf_counter() - self.wall)
+        cpu, wall = time.process_time() - self.cpu, time.perf_counter() - self.wall
+        usage, before = resource.getrusage(resource.RUSAGE_SELF), self.usage
+        return Rates(
+            n / cpu,
+            n / wall,
+            (usage.ru_utime - before.ru_utime) / n * 1e6,
+            (usage.ru_stime - before.ru_stime) / n * 1e6,
+            (usage.ru_minflt - before.ru_minflt) / n,
+        )
 
 
 async def _floor(server: _Server, n: int, *, watch: bool, cycles: int = CYCLES, policy: str = "mcr") -> Rates:
@@ -469,14 +495,14 @@ async def _subject(
 def _summary(
     raws: list[Rates], floors: list[Rates], subjects: list[Rates], minimals: list[Rates]
 ) -> dict[str, float]:
-    raw_cpu = statistics.median(r[0] for r in raws)
-    minimal_cpu = statistics.median(m[0] for m in minimals)
-    floor_cpu = statistics.median(f[0] for f in floors)
-    subject_cpu = statistics.median(s[0] for s in subjects)
-    floor_wall = statistics.median(f[1] for f in floors)
-    subject_wall = statistics.median(s[1] for s in subjects)
-    paired = sorted(s[0] / r[0] for r, s in zip(raws, subjects, strict=True))
-    return {
+    raw_cpu = statistics.median(r.cpu for r in raws)
+    minimal_cpu = statistics.median(m.cpu for m in minimals)
+    floor_cpu = statistics.median(f.cpu for f in floors)
+    subject_cpu = statistics.median(s.cpu for s in subjects)
+    floor_wall = statistics.median(f.wall for f in floors)
+    subject_wall = statistics.median(s.wall for s in subjects)
+    paired = sorted(s.cpu / r.cpu for r, s in zip(raws, subjects, strict=True))
+    row = {
         "raw_reader_events_per_cpu_s": raw_cpu,
         "informer_events_per_cpu_s": floor_cpu,
         "reconciles_per_cpu_s": subject_cpu,
@@ -489,24 +515,80 @@ def _summary(
         "minimal_ratio_cpu": minimal_cpu / raw_cpu,
         "subject_over_minimal": subject_cpu / minimal_cpu,
         "informer_ratio_to_raw": floor_cpu / raw_cpu,
-        "raw_reader_events_per_wall_s": statistics.median(r[1] for r in raws),
+        "raw_reader_events_per_wall_s": statistics.median(r.wall for r in raws),
         "informer_events_per_wall_s": floor_wall,
         "reconciles_per_wall_s": subject_wall,
         "ratio_wall_vs_informer": subject_wall / floor_wall,
+        # B2 in user CPU alone (the kernel's share, mostly page faults, differs between readers).
+        "ratio_user_cpu": statistics.median(r.user_us for r in raws)
+        / statistics.median(s.user_us for s in subjects),
     }
+    for name, runs in (("raw", raws), ("informer", floors), ("subject", subjects), ("minimal", minimals)):
+        row[f"{name}_user_us_per_event"] = statistics.median(r.user_us for r in runs)
+        row[f"{name}_sys_us_per_event"] = statistics.median(r.sys_us for r in runs)
+        row[f"{name}_minor_faults_per_event"] = statistics.median(r.faults for r in runs)
+    return row
+
+
+MEASUREMENTS = {"raw": _raw, "informer": _floor, "subject": _subject, "minimal": _minimal}
+"""Each round's measurements, in the order they run."""
+
+PROCESSES = ("shared", "fresh")
+"""Where measurements run: all in this process (the default), or each in a new interpreter."""
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _in_child(name: str, server: _Server, n: int, *, watch: bool, policy: str, loop: str) -> Rates:
+    """One measurement in a new interpreter (``python -m bench.core_runtime.b2``), given the
+    server's control descriptor; the child inherits this process's CPU affinity."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.core_runtime.b2",
+        name,
+        "watch" if watch else "list",
+        policy,
+        str(n),
+        server.kubeconfig,
+        str(server.control),
+        loop,
+        cwd=ROOT,
+        pass_fds=(server.control,),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(
+            f"b2 child measuring {name} exited with code {proc.returncode}: {err.decode()[-2000:]}"
+        )
+    return Rates(*json.loads(out))
 
 
 async def run_b2(
-    n: int, rounds: int = 15, policies: tuple[str, ...] = GC_POLICIES
+    n: int,
+    rounds: int = 15,
+    policies: tuple[str, ...] = GC_POLICIES,
+    *,
+    processes: str = "shared",
+    loop: str = "asyncio",
 ) -> dict[str, dict[str, Any]]:
     """Per workload (``watch``, ``list``) and GC policy: median floor, subject and
     minimal-controller rates and their ratios (goal ≥ 0.7).
 
     Keys: the workload for the ``mcr`` policy (the default configuration: B2 itself), the
     workload and ``_interpreter_gc`` for the other row. Each row names its policy and thresholds.
+
+    ``processes="fresh"`` runs every measurement in a new interpreter on event loop ``loop``
+    (as pyperf runs its values), for comparison with the default, where they all share this
+    process: a fresh interpreter's allocator has not grown its heap yet, and the raw reader pays
+    for that in page faults (see the mcr-core README).
     """
     for policy in policies:
         _gc_policy(policy)  # an unknown policy fails before the server starts
+    if processes not in PROCESSES:
+        raise ValueError(f"processes must be one of {PROCESSES}, not {processes!r}")
     if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, {1})
@@ -515,27 +597,42 @@ async def run_b2(
         for workload in ("watch", "list"):
             watch = workload == "watch"
             for policy in policies:
-                raws: list[Rates] = []
-                floors: list[Rates] = []
-                subjects: list[Rates] = []
-                minimals: list[Rates] = []
+                runs: dict[str, list[Rates]] = {name: [] for name in MEASUREMENTS}
                 for _ in range(rounds):
                     # Each measurement starts without the previous one's garbage (a stopped cache
                     # is a reference cycle): otherwise a full collection of it lands in a random
                     # window.
-                    for runs, measure in (
-                        (raws, _raw),
-                        (floors, _floor),
-                        (subjects, _subject),
-                        (minimals, _minimal),
-                    ):
+                    for name, measure in MEASUREMENTS.items():
                         gc.collect()
-                        runs.append(await measure(server, n, watch=watch, policy=policy))
+                        if processes == "fresh":
+                            rates = await _in_child(name, server, n, watch=watch, policy=policy, loop=loop)
+                        else:
+                            rates = await measure(server, n, watch=watch, policy=policy)
+                        runs[name].append(rates)
                 held = _gc_policy(policy)
                 row: dict[str, Any] = {
                     "gc_policy": policy,
                     "gc_thresholds": list(held.thresholds if held is not None else gc.get_threshold()),
+                    "processes": processes,
                 }
-                row.update(_summary(raws, floors, subjects, minimals))
+                row.update(_summary(runs["raw"], runs["informer"], runs["subject"], runs["minimal"]))
                 results[workload if policy == "mcr" else f"{workload}_interpreter_gc"] = row
     return results
+
+
+def _child(argv: list[str]) -> int:
+    """``python -m bench.core_runtime.b2 MEASUREMENT WORKLOAD POLICY N KUBECONFIG FD LOOP``: one
+    measurement (see :func:`_in_child`); prints its :class:`Rates` as a JSON list."""
+    import mcr
+
+    name, workload, policy, n, kubeconfig, fd, loop = argv
+    measure = MEASUREMENTS[name]
+    rates = mcr.run(
+        measure(_Server(kubeconfig, int(fd)), int(n), watch=workload == "watch", policy=policy), loop=loop
+    )
+    print(json.dumps(list(rates)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1:]))

@@ -12,12 +12,15 @@ wall time mostly measures the neighbours.
 - ``pipeline``: events handed to the handler of a ``Kind`` source → queue → 1 worker → no-op
   async reconcile, in one event loop; reconciles/s.
 - ``b2_watch``, ``b2_list``: a real ``mcr-envtest`` server in another process holding N
-  ConfigMaps. Floor: the raw informer event rate (a counting handler). Subject: a Controller with
+  ConfigMaps. Floor: PERFORMANCE.md's raw reader of the same stream (aiohttp chunks, orjson, a
+  dict cache); second figure: mcr's informer with a counting handler. Subject: a Controller with
   a no-op reconcile engaged on the same cluster. ``watch``: one update of every object arriving
   on the watch (PERFORMANCE.md's B2); ``list``: the initial list. Both in the same run; goal
   ≥ 0.7x (see ``bench/core_runtime/b2.py``). One row per GC policy: ``b2_watch`` / ``b2_list``
   with every measurement under mcr's default GC policy (B2 itself), ``..._interpreter_gc`` with
   every measurement under the interpreter's thresholds (``--b2-gc`` picks one of them).
+  ``--b2-processes fresh`` runs each measurement in a new interpreter instead of this process,
+  for comparison (B2's figure is the default, ``shared``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import platform
 import sys
 import time
@@ -161,12 +165,19 @@ def main(argv: list[str] | None = None) -> int:
         default="both",
         help="b2 rows: every measurement under mcr's GC policy, under the interpreter's, or both",
     )
+    parser.add_argument(
+        "--b2-processes",
+        choices=["shared", "fresh"],
+        default="shared",
+        help="b2 measurements all in this process (B2's figure), or each in a new interpreter",
+    )
     args, _ = parser.parse_known_args(argv)  # options meant for other benchmarks are ignored
     results: list[dict[str, Any]] = []
     env = {
         "python": platform.python_version(),
         "loop": args.loop,
         "gc_thresholds": list(gc.get_threshold()),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
     }
     print(json.dumps({"env": env}), flush=True)
 
@@ -181,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
 
         n_objects = args.objects or (2_000 if args.quick else 10_000)
         policies = GC_POLICIES if args.b2_gc == "both" else (args.b2_gc,)
-        for workload, row in mcr.run(run_b2(n_objects, policies=policies), loop=args.loop).items():
+        b2 = run_b2(n_objects, policies=policies, processes=args.b2_processes, loop=args.loop)
+        for workload, row in mcr.run(b2, loop=args.loop).items():
             _emit(results, bench=f"b2_{workload}", n=n_objects, **row)
 
     print()
