@@ -26,9 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.core_runtime.b2 import _floor, _minimal, _raw, _Server, _server, _subject
+from bench.core_runtime.b2 import ROOT, _floor, _minimal, _raw, _Server, _server, _subject
 
-ROOT = Path(__file__).resolve().parents[2]
 MODES = ("raw", "floor", "subject", "minimal")
 
 
