@@ -492,9 +492,9 @@ async def _subject(
         await cluster.stop()
 
 
-def _summary(
-    raws: list[Rates], floors: list[Rates], subjects: list[Rates], minimals: list[Rates]
-) -> dict[str, float]:
+def _summary(runs: dict[str, list[Rates]]) -> dict[str, float]:
+    """A row's figures from the rounds of each of :data:`MEASUREMENTS`."""
+    raws, floors, subjects, minimals = runs["raw"], runs["informer"], runs["subject"], runs["minimal"]
     raw_cpu = statistics.median(r.cpu for r in raws)
     minimal_cpu = statistics.median(m.cpu for m in minimals)
     floor_cpu = statistics.median(f.cpu for f in floors)
@@ -523,10 +523,10 @@ def _summary(
         "ratio_user_cpu": statistics.median(r.user_us for r in raws)
         / statistics.median(s.user_us for s in subjects),
     }
-    for name, runs in (("raw", raws), ("informer", floors), ("subject", subjects), ("minimal", minimals)):
-        row[f"{name}_user_us_per_event"] = statistics.median(r.user_us for r in runs)
-        row[f"{name}_sys_us_per_event"] = statistics.median(r.sys_us for r in runs)
-        row[f"{name}_minor_faults_per_event"] = statistics.median(r.faults for r in runs)
+    for name, rounds in runs.items():
+        row[f"{name}_user_us_per_event"] = statistics.median(r.user_us for r in rounds)
+        row[f"{name}_sys_us_per_event"] = statistics.median(r.sys_us for r in rounds)
+        row[f"{name}_minor_faults_per_event"] = statistics.median(r.faults for r in rounds)
     return row
 
 
@@ -599,14 +599,14 @@ async def run_b2(
             for policy in policies:
                 runs: dict[str, list[Rates]] = {name: [] for name in MEASUREMENTS}
                 for _ in range(rounds):
-                    # Each measurement starts without the previous one's garbage (a stopped cache
-                    # is a reference cycle): otherwise a full collection of it lands in a random
-                    # window.
+                    # In this process each measurement starts without the previous one's garbage
+                    # (a stopped cache is a reference cycle): otherwise a full collection of it
+                    # lands in a random window.
                     for name, measure in MEASUREMENTS.items():
-                        gc.collect()
                         if processes == "fresh":
                             rates = await _in_child(name, server, n, watch=watch, policy=policy, loop=loop)
                         else:
+                            gc.collect()
                             rates = await measure(server, n, watch=watch, policy=policy)
                         runs[name].append(rates)
                 held = _gc_policy(policy)
@@ -615,7 +615,7 @@ async def run_b2(
                     "gc_thresholds": list(held.thresholds if held is not None else gc.get_threshold()),
                     "processes": processes,
                 }
-                row.update(_summary(runs["raw"], runs["informer"], runs["subject"], runs["minimal"]))
+                row.update(_summary(runs))
                 results[workload if policy == "mcr" else f"{workload}_interpreter_gc"] = row
     return results
 
@@ -625,8 +625,19 @@ def _child(argv: list[str]) -> int:
     measurement (see :func:`_in_child`); prints its :class:`Rates` as a JSON list."""
     import mcr
 
+    usage = (
+        "usage: python -m bench.core_runtime.b2 MEASUREMENT WORKLOAD POLICY N KUBECONFIG FD LOOP "
+        f"(MEASUREMENT one of {', '.join(MEASUREMENTS)}; WORKLOAD watch or list; POLICY one of "
+        f"{', '.join(GC_POLICIES)}); run by run_b2(processes='fresh')"
+    )
+    if len(argv) != 7:
+        print(f"{usage}: got {len(argv)} arguments", file=sys.stderr)
+        return 2
     name, workload, policy, n, kubeconfig, fd, loop = argv
-    measure = MEASUREMENTS[name]
+    measure = MEASUREMENTS.get(name)
+    if measure is None or workload not in ("watch", "list") or policy not in GC_POLICIES:
+        print(f"{usage}: got {name!r} {workload!r} {policy!r}", file=sys.stderr)
+        return 2
     rates = mcr.run(
         measure(_Server(kubeconfig, int(fd)), int(n), watch=workload == "watch", policy=policy), loop=loop
     )
