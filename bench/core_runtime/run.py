@@ -7,10 +7,13 @@ wall time mostly measures the neighbours.
 
 - ``queue``: add + get + done per item on :class:`mcr.workqueue.WorkQueue` (metrics on), items
   spread over 10 clusters; floor: the same operations on a plain ``dict`` + ``deque``.
-- ``histogram``: one observation of a batched histogram (append, sorted and bucketed at flush)
-  against counting per bucket as values arrive.
+- ``histogram``: one observation of a batched histogram mirrored into a second one, kept
+  (append, bucketed at flush), counted per bucket by a binary search, and counted the way mcr's
+  worker does (``BatchedHistogram.slot``).
 - ``pipeline``: events handed to the handler of a ``Kind`` source → queue → 1 worker → no-op
   async reconcile, in one event loop; reconciles/s.
+- ``worker``: the queue and worker alone, requests added 200 at a time (``add_many``, as a
+  watch read's are), no-op reconcile, metrics flushed in the window; CPU ns per request.
 - ``b2_watch``, ``b2_list``: a real ``mcr-envtest`` server in another process holding N
   ConfigMaps. Floor: PERFORMANCE.md's raw reader of the same stream (aiohttp chunks, orjson, a
   dict cache); second figure: mcr's informer with a counting handler. Subject: a Controller with
@@ -81,12 +84,18 @@ async def bench_queue(n: int) -> dict[str, float]:
 
 
 def bench_histogram(n: int) -> dict[str, float]:
-    """Per-observation ns of a batched histogram: mcr's (append now, bucket at flush: one counting
-    pass per bucket bound the values span, or a sort when they span many) against counting per
-    bucket as each value arrives (a binary search and an increment).
+    """Per-observation ns of a batched histogram mirrored into a second one, as a controller's
+    reconcile time is into its queue's work duration: ``kept`` values (append now; at the flush
+    one counting pass per bucket bound the values span, or a sort when they span many),
+    ``bisect`` (counting per bucket as each value arrives: a binary search over both histograms'
+    bounds and an increment) and ``slot``, mcr's worker path (:meth:`BatchedHistogram.slot`: a
+    range check and an increment, the binary search only for a value outside the range of the
+    one before; the sum added once, as the worker adds a run's elapsed time).
 
-    The values are reconcile-like durations (exponential, mean 30 µs) bucketed by
-    controller-runtime's reconcile time buckets; both include the flush into Prometheus.
+    Two series of reconcile-like durations: ``spread``, independent draws (exponential, mean
+    30 µs) that change slot about every other value (the slot path's worst case), and ``steady``,
+    back-to-back no-op reconciles (2-8 µs, one slot). Each figure includes the flush into
+    Prometheus.
     """
     import random
     from bisect import bisect_left
@@ -95,31 +104,57 @@ def bench_histogram(n: int) -> dict[str, float]:
     from mcr._metricbatch import Batch
 
     rng = random.Random(1)
-    values = [rng.expovariate(1 / 3e-5) for _ in range(n)]
-    bounds = [*metrics.RECONCILE_TIME_BUCKETS, float("inf")]
+    series = {
+        "spread": [rng.expovariate(1 / 3e-5) for _ in range(n)],
+        "steady": [rng.uniform(2e-6, 8e-6) for _ in range(n)],
+    }
 
-    batch = Batch()
-    hist = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels("bench-histogram", ""))
-    append = hist.values.append
-    start = time.process_time()
-    for v in values:
-        append(v)
-    batch.flush()
-    subject = (time.process_time() - start) / n
+    def mirrored(name: str) -> Any:
+        batch = Batch()
+        hist = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels(name, ""))
+        hist.mirror(metrics.WORKQUEUE_WORK_DURATION_SECONDS.labels(name, name))
+        return batch, hist
 
-    counts = [0] * len(bounds)
-    total = 0.0
-    child = metrics.RECONCILE_TIME_SECONDS.labels("bench-histogram-per-bucket", "")
-    start = time.process_time()
-    for v in values:
-        counts[bisect_left(bounds, v)] += 1
-        total += v
-    for bucket, count in zip(child._buckets, counts, strict=True):
-        if count:
-            bucket.inc(count)
-    child._sum.inc(total)
-    per_bucket = (time.process_time() - start) / n
-    return {"append_flush_ns": subject * 1e9, "per_bucket_ns": per_bucket * 1e9}
+    def kept(values: list[float]) -> float:
+        batch, hist = mirrored("bench-histogram-kept")
+        append = hist.values.append
+        start = time.process_time()
+        for v in values:
+            append(v)
+        batch.flush()
+        return time.process_time() - start
+
+    def bisect(values: list[float]) -> float:
+        batch, hist = mirrored("bench-histogram-bisect")
+        bounds, counts = hist.bounds, hist.counts
+        start = time.process_time()
+        total = 0.0
+        for v in values:
+            counts[bisect_left(bounds, v)] += 1
+            total += v
+        hist.counted_sum += total
+        batch.flush()
+        return time.process_time() - start
+
+    def slot(values: list[float]) -> float:
+        batch, hist = mirrored("bench-histogram-slot")
+        total_of_values = sum(values)
+        counts, slot_of = hist.counts, hist.slot
+        k, low, high = 0, 0.0, -1.0
+        start = time.process_time()
+        for v in values:
+            if not low < v <= high:
+                k, low, high = slot_of(v)
+            counts[k] += 1
+        hist.counted_sum += total_of_values
+        batch.flush()
+        return time.process_time() - start
+
+    return {
+        f"{way.__name__}_{name}_ns": way(values) / n * 1e9
+        for name, values in series.items()
+        for way in (kept, bisect, slot)
+    }
 
 
 async def bench_pipeline(n: int) -> dict[str, float]:
@@ -149,6 +184,40 @@ async def bench_pipeline(n: int) -> dict[str, float]:
     task.cancel()
     await asyncio.wait([task])
     return {"reconciles_per_s": n / elapsed, "per_item_us": elapsed / n * 1e6}
+
+
+async def bench_worker(n: int, batch: int = 200) -> dict[str, float]:
+    """CPU ns per request of a controller's queue and worker alone: requests arrive ``batch`` at
+    a time through ``WorkQueue.add_many`` (as a watch read's do), one worker reconciles them with
+    a no-op reconcile, and the window ends with the metrics flushed into Prometheus."""
+    from mcr.controller import Controller
+
+    seen = 0
+    target = 0
+    drained = asyncio.Event()
+
+    async def reconcile(req: Request) -> None:
+        nonlocal seen
+        seen += 1
+        if seen == target:
+            drained.set()
+
+    ctrl = Controller("bench-worker", reconcile, skip_name_validation=True)
+    task = asyncio.create_task(ctrl.start())
+    names = [f"cm-{i}" for i in range(10_000)]
+    await asyncio.sleep(0)
+    start = time.process_time()
+    for first in range(0, n, batch):
+        reqs = [Request("ns", names[(first + j) % len(names)], "c1") for j in range(batch)]
+        target = first + batch
+        drained.clear()
+        ctrl.queue.add_many(reqs, 0, cluster="c1")
+        await drained.wait()
+    ctrl.flush_metrics()
+    elapsed = time.process_time() - start
+    task.cancel()
+    await asyncio.wait([task])
+    return {"per_request_ns": elapsed / seen * 1e9}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     _emit(results, bench="histogram", n=n_hist, **bench_histogram(n_hist))
     n_pipe = 10_000 if args.quick else 100_000
     _emit(results, bench="pipeline", n=n_pipe, **mcr.run(bench_pipeline(n_pipe), loop=args.loop))
+    n_worker = 20_000 if args.quick else 200_000
+    _emit(results, bench="worker", n=n_worker, **mcr.run(bench_worker(n_worker), loop=args.loop))
     if not args.skip_b2:
         from bench.core_runtime.b2 import GC_POLICIES, run_b2
 

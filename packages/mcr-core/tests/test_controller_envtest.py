@@ -708,3 +708,120 @@ async def test_queue_and_reconcile_metrics_count_every_request_of_a_watch_burst(
         await cluster.stop()
         for n in names:
             await client.delete(CM, n, namespace="default")
+
+
+async def test_reconcile_times_reach_both_histograms_in_their_buckets_and_sums(
+    fleet: Any, admin: Any
+) -> None:
+    # The worker counts each reconcile's time into the slot of its bucket (the reconcile time per
+    # cluster, mirrored into the queue's work duration) and adds each run's elapsed time as the
+    # sum: slow and fast reconciles of two clusters, whose runs mix them, must each land in their
+    # bucket of both histograms, and the sums must hold the slow ones' time.
+    servers = fleet(2).servers
+    clusters = [Cluster.from_kubeconfig(s.kubeconfig, name=f"t{i}") for i, s in enumerate(servers)]
+    prefix = unique("timed")
+    slow = {"t0": 2, "t1": 1}
+    for i, server in enumerate(servers):
+        client = admin(server)
+        for n in [f"{prefix}-fast-{j}" for j in range(6)] + [
+            f"{prefix}-slow-{j}" for j in range(slow[f"t{i}"])
+        ]:
+            await client.create(
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": "default"}}
+            )
+    for c in clusters:
+        await c.start()
+    seen: list[Request] = []
+    pause = 0.15
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+        if "-slow-" in req.name:
+            await asyncio.sleep(pause)
+
+    name = unique("timed-metrics")
+    ctrl = Controller(name, reconcile)
+    ctrl.watch(Kind(CM))
+    runner = asyncio.create_task(ctrl.start())
+    engagements = [asyncio.create_task(ctrl.engage(f"t{i}", c)) for i, c in enumerate(clusters)]
+
+    def sample(metric: str, **labels: str) -> float:
+        return metrics.REGISTRY.get_sample_value(metric, labels) or 0.0
+
+    try:
+        await eventually(lambda: sum(1 for r in seen if r.name.startswith(prefix)) == 15, timeout=15)
+        await asyncio.sleep(0.2)  # nothing else is left to reconcile
+        ctrl.flush_metrics()
+        sums = 0.0
+        for cluster_name, slow_count in slow.items():
+            mine = [r for r in seen if r.cluster_name == cluster_name]
+            labels = {"controller": name, "cluster": cluster_name}
+            assert sample("controller_runtime_reconcile_time_seconds_count", **labels) == len(mine)
+            # A reconcile that does not sleep takes far less than 0.1 s; one that sleeps, more.
+            fast = sample("controller_runtime_reconcile_time_seconds_bucket", **labels, le="0.1")
+            assert fast == len(mine) - slow_count
+            total = sample("controller_runtime_reconcile_time_seconds_sum", **labels)
+            assert pause * slow_count <= total < pause * slow_count + 2.0
+            sums += total
+        queue = {"name": name, "controller": name}
+        assert sample("workqueue_work_duration_seconds_count", **queue) == len(seen)
+        assert sample("workqueue_work_duration_seconds_bucket", **queue, le="0.1") == len(seen) - 3
+        assert sample("workqueue_work_duration_seconds_sum", **queue) == pytest.approx(sums)
+    finally:
+        for t in (*engagements, runner):
+            t.cancel()
+        await asyncio.wait([*engagements, runner])
+        for c in clusters:
+            await c.stop()
+
+
+async def test_a_run_cut_by_disengagement_counts_its_reconciles_before_the_metrics_go(
+    apiserver: Any, admin: Any
+) -> None:
+    # The worker counts a run's successes and reconcile times per run; when a disengagement
+    # cancels one of its reconciles, the cluster's metrics are handed to Prometheus and dropped,
+    # and what the run counted before that reconcile (and the cancelled reconcile's time) must
+    # be in them.
+    client = admin(apiserver)
+    fast = [f"a-{i}" for i in range(10)]
+    for n in [*fast, "z-block"]:
+        await client.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": "default"}}
+        )
+    cluster = Cluster.from_kubeconfig(apiserver.kubeconfig, name="cut")
+    await cluster.start()
+    blocked = asyncio.Event()
+    seen: list[str] = []
+
+    async def reconcile(req: Request) -> None:
+        seen.append(req.name)
+        if req.name == "z-block":
+            blocked.set()
+            await asyncio.sleep(30)  # cancelled by the disengagement
+
+    name = unique("cut-run")
+    ctrl = Controller(name, reconcile)
+    ctrl.watch(Kind(CM))
+    runner = asyncio.create_task(ctrl.start())
+    engagement = asyncio.create_task(ctrl.engage("cut", cluster))
+
+    def sample(metric: str, **labels: str) -> float:
+        return (
+            metrics.REGISTRY.get_sample_value(metric, {"controller": name, "cluster": "cut", **labels}) or 0.0
+        )
+
+    try:
+        await asyncio.wait_for(blocked.wait(), 15)
+        await asyncio.sleep(0.2)
+        engagement.cancel()
+        await asyncio.wait([engagement])
+        await eventually(lambda: "cut" not in ctrl._cluster_metrics, timeout=5)
+        assert sorted(seen) == sorted([*fast, "z-block"])
+        assert sample("controller_runtime_reconcile_total", result="success") == len(fast)
+        assert sample("controller_runtime_reconcile_time_seconds_count") == len(fast) + 1
+        assert sample("controller_runtime_reconcile_time_seconds_bucket", le="0.1") == len(fast)
+        assert sample("controller_runtime_reconcile_time_seconds_sum") >= 0.2
+    finally:
+        runner.cancel()
+        await asyncio.wait([runner])
+        await cluster.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -33,6 +34,16 @@ CASES = {
     "on the bounds, sorted": [b for b in RECONCILE_BUCKETS for _ in range(2)] + [0.0, 70.0],
     "one value": [0.3],
 }
+
+
+class _Observer:
+    """A histogram child without prometheus_client's buckets: it is observed value by value."""
+
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+
+    def observe(self, value: float) -> None:
+        self.seen.append(value)
 
 
 class _Mirrored:
@@ -95,17 +106,95 @@ def test_observe_many_buckets_as_that_many_observes(values: list[float]) -> None
 
 
 def test_observe_many_reaches_a_child_without_prometheus_buckets() -> None:
-    class Child:
-        def __init__(self) -> None:
-            self.seen: list[float] = []
-
-        def observe(self, value: float) -> None:
-            self.seen.append(value)
-
     batch = Batch()
-    child = Child()
+    child = _Observer()
     histogram = batch.histogram(child)
     histogram.observe_many(0.5, 3)
     histogram.observe(0.25)
     batch.flush()
     assert sorted(child.seen) == [0.25, 0.5, 0.5, 0.5]
+
+
+def _count(histogram: Any, value: float) -> None:
+    """Count ``value`` the way a worker does (see BatchedHistogram.slot)."""
+    k, low, high = histogram.slot(value)
+    assert low < value <= high or not histogram.bounds
+    histogram.counts[k] += 1
+    histogram.counted_sum += value
+
+
+@pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
+def test_counted_values_bucket_as_observe_does(values: list[float]) -> None:
+    pair = _Mirrored()
+    assert pair.histogram.bounds == sorted(set(RECONCILE_BUCKETS) | set(QUEUE_BUCKETS) | {math.inf})
+    for i, value in enumerate(values):
+        if i % 3:
+            _count(pair.histogram, value)
+        else:
+            pair.histogram.values.append(value)  # beside kept values, in the same flush
+        pair.observe_directly(value)
+    counts = pair.histogram.counts
+    pair.flush_and_compare()
+    assert pair.histogram.counts is counts, "the list keeps its identity"
+    assert not any(counts)
+    assert pair.histogram.counted_sum == 0.0
+
+
+def test_a_slot_covers_the_values_of_one_bucket_in_each_target() -> None:
+    pair = _Mirrored()
+    k, low, high = pair.histogram.slot(0.003)
+    assert (low, high) == (0.001, 0.005)  # a queue bound, then a reconcile bound
+    for value in (0.0011, 0.003, 0.005):
+        assert low < value <= high
+        pair.histogram.counts[k] += 1
+        pair.histogram.counted_sum += value
+        pair.observe_directly(value)
+    assert pair.histogram.slot(0.0) == (0, -math.inf, 1e-8)
+    assert pair.histogram.slot(100.0)[1:] == (60.0, math.inf)
+    pair.flush_and_compare()
+
+
+def test_a_sum_added_after_its_counts_were_flushed_is_flushed_on_its_own() -> None:
+    # A worker's run: its reconciles are counted, a flush takes the counts while a reconcile
+    # awaits, and the run's time is added as the sum when the run ends.
+    batch = Batch()
+    batched, direct = _pair(RECONCILE_BUCKETS)
+    histogram = batch.histogram(batched)
+    for value in (0.003, 0.004):
+        k, _, _ = histogram.slot(value)
+        histogram.counts[k] += 1
+        direct.observe(value)
+    batch.flush()
+    histogram.counted_sum += 0.007
+    batch.flush()
+    assert _counts(batched)[0] == _counts(direct)[0]
+    assert _counts(batched)[1] == pytest.approx(0.007)
+    assert histogram.counted_sum == 0.0
+
+
+def test_mirroring_flushes_the_counts_taken_under_the_old_slots() -> None:
+    batch = Batch()
+    batched, direct = _pair(RECONCILE_BUCKETS)
+    histogram = batch.histogram(batched)
+    for value in (0.003, 0.02, 0.02, 7.0):
+        _count(histogram, value)
+        direct.observe(value)
+    queue_batched, _ = _pair(QUEUE_BUCKETS)
+    histogram.mirror(queue_batched)
+    assert _counts(batched) == _counts(direct), "counted before the slots changed"
+    assert _counts(queue_batched)[0] == [0.0] * (len(QUEUE_BUCKETS) + 1), "not mirrored back"
+    assert len(histogram.counts) == len(histogram.bounds)
+    assert not any(histogram.counts)
+
+
+def test_counting_into_a_child_without_prometheus_buckets_keeps_each_value() -> None:
+    batch = Batch()
+    child = _Observer()
+    histogram = batch.histogram(child)
+    assert histogram.bounds == []
+    for value in (0.5, 0.25, 0.5):
+        _count(histogram, value)  # every value asks slot(): the range is empty
+    batch.flush()
+    assert sorted(child.seen) == [0.25, 0.5, 0.5]
+    assert histogram.counted_sum == 0.0
+    assert not any(histogram.counts)

@@ -50,7 +50,7 @@ class Engagement:
 class ClusterMetrics:
     """One (controller, cluster)'s metric children, bound once."""
 
-    __slots__ = ("error", "errors", "requeue_after", "success", "terminal", "time", "time_append", "timeouts")
+    __slots__ = ("error", "errors", "requeue_after", "success", "terminal", "time", "timeouts")
 
     def __init__(self, batch: Batch, controller: str, cluster: str) -> None:
         self.success = batch.counter(metrics.RECONCILE_TOTAL.labels(controller, "success", cluster))
@@ -62,7 +62,6 @@ class ClusterMetrics:
         self.terminal = batch.counter(metrics.TERMINAL_RECONCILE_ERRORS_TOTAL.labels(controller, cluster))
         self.timeouts = batch.counter(metrics.RECONCILE_TIMEOUTS_TOTAL.labels(controller, cluster))
         self.time = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels(controller, cluster))
-        self.time_append = self.time.values.append
 
     def members(self) -> list[BatchedCounter | BatchedHistogram]:
         return [

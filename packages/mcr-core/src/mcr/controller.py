@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from mcr import metrics
 from mcr._controllerparts import ClusterMetrics, Engagement
-from mcr._metricbatch import Batch, BatchedCounter
+from mcr._metricbatch import Batch, BatchedCounter, BatchedHistogram
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import _fields as _log_fields
 from mcr.ratelimit import RateLimiter
@@ -415,6 +415,12 @@ class Controller:
             # added when the run moves to another cluster's requests and when it ends.
             ok = 0
             tally: BatchedCounter | None = None
+            # Reconcile times are counted into the slots of `timed` (m.time, see
+            # BatchedHistogram.slot): `counts[k]` takes every time in (`low`, `high`]. Their sum
+            # is the time since `since`, as each starts where the one before ended: added to
+            # `timed` when the run moves to another cluster's requests and when it ends.
+            timed: BatchedHistogram | None = None
+            since = start
             try:
                 for req in reqs:
                     try:
@@ -429,9 +435,13 @@ class Controller:
                             if ok and tally is not None:
                                 tally.pending += ok
                                 ok = 0
+                            if timed is not None:
+                                timed.counted_sum += start - since
                             m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
-                            served, epoch, tally = cluster, self._served_epoch, m.success
-                            record_time = m.time_append  # a local: one call per request, no lookup
+                            served, epoch, tally, timed = cluster, self._served_epoch, m.success, m.time
+                            since = start
+                            counts, slot_of = timed.counts, timed.slot  # locals: no lookups per request
+                            k, low, high = 0, 0.0, -1.0  # an empty range: the first time asks slot_of
                         current[slot] = req
                         set_request(req)
                         try:
@@ -455,13 +465,21 @@ class Controller:
                             end = clock()
                             # The reconcile time, mirrored into the queue's work duration (same
                             # start and end): recorded once, so the queue is told `finish`.
-                            record_time(end - start)
+                            took = end - start
+                            if not low < took <= high:
+                                k, low, high = slot_of(took)
+                            counts[k] += 1
                             start = end  # the next held request starts now
                             current[slot] = None
                             if aborted and req in aborted:
                                 # Disengagement cancelled this reconcile (it ended either way).
                                 aborted.discard(req)
                                 task.uncancel()
+                                # The run's counts for this cluster go in before its metrics may.
+                                m.success.pending += ok
+                                ok = 0
+                                m.time.counted_sum += start - since
+                                since = start
                                 self._retire_metrics(cluster)
                     except Exception:
                         # Every reconciler outcome is handled above; reaching here is a bug in mcr,
@@ -476,6 +494,8 @@ class Controller:
                 finish_all(reqs)
                 if ok and tally is not None:
                     tally.pending += ok
+                if timed is not None:
+                    timed.counted_sum += start - since
                 if batch.timer is None:
                     batch.touch()  # the run's observations reach Prometheus within the interval
             if most > 1:
