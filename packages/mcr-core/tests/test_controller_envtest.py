@@ -36,6 +36,11 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{_counter}"
 
 
+def _sample(metric: str, **labels: str) -> float:
+    """A sample of mcr's registry, 0.0 when the series does not exist (yet)."""
+    return metrics.REGISTRY.get_sample_value(metric, labels) or 0.0
+
+
 def widget_crd() -> dict[str, Any]:
     open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     return {
@@ -745,9 +750,6 @@ async def test_reconcile_times_reach_both_histograms_in_their_buckets_and_sums(
     runner = asyncio.create_task(ctrl.start())
     engagements = [asyncio.create_task(ctrl.engage(f"t{i}", c)) for i, c in enumerate(clusters)]
 
-    def sample(metric: str, **labels: str) -> float:
-        return metrics.REGISTRY.get_sample_value(metric, labels) or 0.0
-
     try:
         await eventually(lambda: sum(1 for r in seen if r.name.startswith(prefix)) == 15, timeout=15)
         await asyncio.sleep(0.2)  # nothing else is left to reconcile
@@ -756,17 +758,17 @@ async def test_reconcile_times_reach_both_histograms_in_their_buckets_and_sums(
         for cluster_name, slow_count in slow.items():
             mine = [r for r in seen if r.cluster_name == cluster_name]
             labels = {"controller": name, "cluster": cluster_name}
-            assert sample("controller_runtime_reconcile_time_seconds_count", **labels) == len(mine)
+            assert _sample("controller_runtime_reconcile_time_seconds_count", **labels) == len(mine)
             # A reconcile that does not sleep takes far less than 0.1 s; one that sleeps, more.
-            fast = sample("controller_runtime_reconcile_time_seconds_bucket", **labels, le="0.1")
+            fast = _sample("controller_runtime_reconcile_time_seconds_bucket", **labels, le="0.1")
             assert fast == len(mine) - slow_count
-            total = sample("controller_runtime_reconcile_time_seconds_sum", **labels)
+            total = _sample("controller_runtime_reconcile_time_seconds_sum", **labels)
             assert pause * slow_count <= total < pause * slow_count + 2.0
             sums += total
         queue = {"name": name, "controller": name}
-        assert sample("workqueue_work_duration_seconds_count", **queue) == len(seen)
-        assert sample("workqueue_work_duration_seconds_bucket", **queue, le="0.1") == len(seen) - 3
-        assert sample("workqueue_work_duration_seconds_sum", **queue) == pytest.approx(sums)
+        assert _sample("workqueue_work_duration_seconds_count", **queue) == len(seen)
+        assert _sample("workqueue_work_duration_seconds_bucket", **queue, le="0.1") == len(seen) - 3
+        assert _sample("workqueue_work_duration_seconds_sum", **queue) == pytest.approx(sums)
     finally:
         for t in (*engagements, runner):
             t.cancel()
@@ -805,10 +807,7 @@ async def test_a_run_cut_by_disengagement_counts_its_reconciles_before_the_metri
     runner = asyncio.create_task(ctrl.start())
     engagement = asyncio.create_task(ctrl.engage("cut", cluster))
 
-    def sample(metric: str, **labels: str) -> float:
-        return (
-            metrics.REGISTRY.get_sample_value(metric, {"controller": name, "cluster": "cut", **labels}) or 0.0
-        )
+    sample = functools.partial(_sample, controller=name, cluster="cut")
 
     try:
         await asyncio.wait_for(blocked.wait(), 15)

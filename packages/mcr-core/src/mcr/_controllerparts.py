@@ -63,6 +63,12 @@ class ClusterMetrics:
         self.timeouts = batch.counter(metrics.RECONCILE_TIMEOUTS_TOTAL.labels(controller, cluster))
         self.time = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels(controller, cluster))
 
+    def settle(self, successes: int, elapsed: float) -> None:
+        """Add what a worker's run counted itself: ``successes`` reconciles that succeeded, and
+        ``elapsed``, the sum of the reconcile times it counted into ``time``'s slots."""
+        self.success.pending += successes
+        self.time.counted_sum += elapsed
+
     def members(self) -> list[BatchedCounter | BatchedHistogram]:
         return [
             self.success,

@@ -130,6 +130,10 @@ class _Target:
         for count, bucket in zip(counts, buckets_of, strict=True):
             if count:
                 per_bucket[bucket] += count
+        self._add_per_bucket(per_bucket, total)
+
+    def _add_per_bucket(self, per_bucket: list[int], total: float) -> None:
+        """Add ``per_bucket[i]`` observations to bucket ``i`` and ``total`` to the sum."""
         for bucket, count in zip(self.buckets, per_bucket, strict=True):
             if count:
                 bucket.inc(count)
@@ -148,10 +152,7 @@ class _Target:
         for value, count in weighted:
             per_bucket[bisect_left(bounds, value)] += count  # the first bound >= value
             total += value * count
-        for bucket, count in zip(self.buckets, per_bucket, strict=True):
-            if count:
-                bucket.inc(count)
-        self.sum.inc(total)
+        self._add_per_bucket(per_bucket, total)
 
     def add(self, values: list[float], total: float) -> None:
         """Add ``values`` (sorted ascending, summing to ``total``)."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from mcr import metrics
 from mcr._controllerparts import ClusterMetrics, Engagement
-from mcr._metricbatch import Batch, BatchedCounter, BatchedHistogram
+from mcr._metricbatch import Batch
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import _fields as _log_fields
 from mcr.ratelimit import RateLimiter
@@ -411,15 +411,14 @@ class Controller:
             start = began = queue.popped_at  # the hand-out, on the queue's clock
             served: str | None = None  # a cluster checked in this run, as of `epoch`
             epoch = -1
-            # Successes are counted per run: `ok` of them not yet added to `tally` (m.success),
-            # added when the run moves to another cluster's requests and when it ends.
+            # A run's requests are counted per cluster they take in turn (`seg`, that cluster's
+            # metrics): `ok` successes, and reconcile times in the slots of its time histogram
+            # (`counts[k]` takes every time in (`low`, `high`], see BatchedHistogram.slot), whose
+            # sum is the time since `since` as each starts where the one before ended. The
+            # successes and the sum are settled into `seg` when the run moves to another
+            # cluster's requests and when it ends.
+            seg: ClusterMetrics | None = None
             ok = 0
-            tally: BatchedCounter | None = None
-            # Reconcile times are counted into the slots of `timed` (m.time, see
-            # BatchedHistogram.slot): `counts[k]` takes every time in (`low`, `high`]. Their sum
-            # is the time since `since`, as each starts where the one before ended: added to
-            # `timed` when the run moves to another cluster's requests and when it ends.
-            timed: BatchedHistogram | None = None
             since = start
             try:
                 for req in reqs:
@@ -432,15 +431,12 @@ class Controller:
                                 set_request(None)
                                 self._drop(req)
                                 continue
-                            if ok and tally is not None:
-                                tally.pending += ok
+                            if seg is not None:
+                                seg.settle(ok, start - since)
                                 ok = 0
-                            if timed is not None:
-                                timed.counted_sum += start - since
-                            m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
-                            served, epoch, tally, timed = cluster, self._served_epoch, m.success, m.time
-                            since = start
-                            counts, slot_of = timed.counts, timed.slot  # locals: no lookups per request
+                            seg = m = cluster_metrics.get(cluster) or self._metrics_for(cluster)
+                            served, epoch, since = cluster, self._served_epoch, start
+                            counts, slot_of = m.time.counts, m.time.slot  # locals: no lookups per request
                             k, low, high = 0, 0.0, -1.0  # an empty range: the first time asks slot_of
                         current[slot] = req
                         set_request(req)
@@ -476,10 +472,8 @@ class Controller:
                                 aborted.discard(req)
                                 task.uncancel()
                                 # The run's counts for this cluster go in before its metrics may.
-                                m.success.pending += ok
-                                ok = 0
-                                m.time.counted_sum += start - since
-                                since = start
+                                m.settle(ok, start - since)
+                                ok, since = 0, start
                                 self._retire_metrics(cluster)
                     except Exception:
                         # Every reconciler outcome is handled above; reaching here is a bug in mcr,
@@ -492,10 +486,8 @@ class Controller:
                 # The run's requests stop processing together, when it ends or is cancelled (an
                 # event for one of them meanwhile queues it again now).
                 finish_all(reqs)
-                if ok and tally is not None:
-                    tally.pending += ok
-                if timed is not None:
-                    timed.counted_sum += start - since
+                if seg is not None:
+                    seg.settle(ok, start - since)
                 if batch.timer is None:
                     batch.touch()  # the run's observations reach Prometheus within the interval
             if most > 1:
