@@ -225,7 +225,8 @@ async def run_floor(entries: list[dict[str, Any]], rec: Recorder) -> tuple[Any, 
     added = time.perf_counter() - start
     runner = asyncio.gather(*tasks)
     synced = asyncio.ensure_future(asyncio.gather(*(r.synced.wait() for r in readers)))
-    done, _ = await asyncio.wait([synced, runner], return_when=asyncio.FIRST_COMPLETED)
+    pending: list[asyncio.Future[Any]] = [synced, runner]
+    done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
     if runner in done:
         synced.cancel()
         runner.result()  # a reader failed before every list was cached: raise its error
@@ -269,8 +270,11 @@ def main() -> None:
     parser.add_argument("--mode", choices=("mcr", "floor"), required=True)
     parser.add_argument("--clusters", type=int, required=True)
     parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     args = parser.parse_args()
-    asyncio.run(amain(args.mode, args.clusters, args.dir))
+    import mcr
+
+    mcr.run(amain(args.mode, args.clusters, args.dir), loop=args.loop)
 
 
 if __name__ == "__main__":

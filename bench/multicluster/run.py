@@ -11,7 +11,8 @@ servers, pinned to CPU 0), pins itself to CPU 1, then runs
 Full run: K = 1, 10, 100, 1000 clusters, one server per cluster (1000 servers in the one server
 process), 20,000 burst events per K (PERFORMANCE.md's 50,000 take the server process 30-50 s
 per point at K=1000, which does not fit the 6-minute budget); ``--quick``: K = 1, 10, 100 and
-10,000 events. Every result is one JSON line; a summary table follows.
+10,000 events. ``--loop uvloop`` runs every measurement, floor and mcr, on uvloop (``mcr.run``).
+Every result is one JSON line; a summary table follows.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import mcr
 from bench.multicluster._proc import Child
 from bench.multicluster.scaling import ScalingPlan, run_scaling
 
@@ -43,13 +45,16 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--skip-engage", action="store_true")
     parser.add_argument("--skip-fairness", action="store_true")
+    parser.add_argument(
+        "--loop", choices=("asyncio", "uvloop"), default="asyncio", help="event loop of every measurement"
+    )
     args, _ = parser.parse_known_args(argv)  # options meant for other benchmarks are ignored
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    counts = (1, 10, 100) if args.quick else (1, 10, 100, 1000)
+    counts: tuple[int, ...] = (1, 10, 100) if args.quick else (1, 10, 100, 1000)
     if args.max_clusters:
         counts = tuple(k for k in (1, 10, 100, 1000, 10_000) if k <= args.max_clusters)
     if args.counts:
@@ -59,10 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         total=args.events or (10_000 if args.quick else 20_000),
         rate=1_000,
         paced_s=2.0 if args.quick else 3.0,
+        loop=args.loop,
     )
     env = {
         "python": platform.python_version(),
-        "loop": "asyncio",
+        "loop": args.loop,
         "gc_thresholds_default": list(gc.get_threshold()),
         "cpus": os.cpu_count(),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
@@ -85,11 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         entries = json.loads((directory / "fleet.json").read_text())
         if not args.skip_engage:
-            rows += asyncio.run(_engage(servers, entries, quick=args.quick))
+            rows += mcr.run(_engage(servers, entries, quick=args.quick), loop=args.loop)
         if not args.skip_fairness:
             from bench.multicluster.fairness import run_fairness
 
-            for row in asyncio.run(run_fairness(servers, entries, args.quick)):
+            for row in mcr.run(run_fairness(servers, entries, args.quick), loop=args.loop):
                 print(json.dumps(row), flush=True)
                 rows.append(row)
         if not args.skip_scaling:

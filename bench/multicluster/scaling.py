@@ -30,11 +30,14 @@ class ScalingPlan:
     total: int  # burst events per K, split over the K clusters
     rate: int  # paced events per second (all clusters together)
     paced_s: float
+    loop: str = "asyncio"  # the measured processes' event loop (mcr.run)
 
 
 def _one(servers: Child, directory: str, mode: str, k: int, plan: ScalingPlan) -> dict[str, Any]:
     worker = Child(
-        "bench.multicluster._worker", ["--mode", mode, "--clusters", str(k), "--dir", directory], 1
+        "bench.multicluster._worker",
+        ["--mode", mode, "--clusters", str(k), "--dir", directory, "--loop", plan.loop],
+        1,
     )
     try:
         engaged = worker.recv()
