@@ -126,7 +126,7 @@ def _count(histogram: Any, value: float) -> None:
 @pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
 def test_counted_values_bucket_as_observe_does(values: list[float]) -> None:
     pair = _Mirrored()
-    assert pair.histogram.bounds == sorted(set(RECONCILE_BUCKETS) | set(QUEUE_BUCKETS) | {math.inf})
+    assert pair.histogram.bounds == tuple(sorted(set(RECONCILE_BUCKETS) | set(QUEUE_BUCKETS) | {math.inf}))
     for i, value in enumerate(values):
         if i % 3:
             _count(pair.histogram, value)
@@ -187,11 +187,34 @@ def test_mirroring_flushes_the_counts_taken_under_the_old_slots() -> None:
     assert not any(histogram.counts)
 
 
+def test_histograms_with_the_same_buckets_share_their_slots_and_count_apart() -> None:
+    # A controller has one reconcile-time histogram per cluster, each mirrored into the queue's
+    # work duration: the slots are the same for all of them and kept once.
+    first, second = _Mirrored(), _Mirrored()
+    assert first.histogram.bounds is second.histogram.bounds
+    assert first.histogram.targets[0].bounds is second.histogram.targets[0].bounds
+    assert first.histogram.counts is not second.histogram.counts
+    _count(first.histogram, 0.003)
+    first.observe_directly(0.003)
+    for value in (0.02, 7.0):
+        _count(second.histogram, value)
+        second.observe_directly(value)
+    first.flush_and_compare()
+    second.flush_and_compare()
+    # Other buckets, other slots; mirroring moves a histogram to the slots of its new targets.
+    batch = Batch()
+    alone = batch.histogram(_pair(RECONCILE_BUCKETS)[0])
+    assert alone.bounds == (*RECONCILE_BUCKETS, math.inf)
+    assert alone.bounds is not first.histogram.bounds
+    alone.mirror(_pair(QUEUE_BUCKETS)[0])
+    assert alone.bounds is first.histogram.bounds
+
+
 def test_counting_into_a_child_without_prometheus_buckets_keeps_each_value() -> None:
     batch = Batch()
     child = _Observer()
     histogram = batch.histogram(child)
-    assert histogram.bounds == []
+    assert histogram.bounds == ()
     for value in (0.5, 0.25, 0.5):
         _count(histogram, value)  # every value asks slot(): the range is empty
     batch.flush()

@@ -27,7 +27,10 @@ that slot itself, calling :meth:`~BatchedHistogram.slot` again only for a value 
 range. Consecutive reconciles mostly land in the same slot, so a value costs one comparison and
 one increment (a kept value costs an append, 32 bytes until the flush, and its share of the
 flush's passes). The caller adds the values' sum to ``counted_sum`` (a worker adds each run's
-elapsed time, the sum of its reconciles' back-to-back durations, when the run ends).
+elapsed time, the sum of its reconciles' back-to-back durations, when the run ends). The slots'
+bounds and each target's bucket per slot depend only on the targets' bounds, so histograms with
+the same buckets (a controller has one per cluster) share them; only ``counts`` is a
+histogram's own.
 
 A batch belongs to one event loop. Without a running loop every update is flushed at once.
 """
@@ -45,6 +48,38 @@ __all__ = ["Batch", "BatchedCounter", "BatchedHistogram"]
 
 MAX_PASSES = 3
 """Bucket bounds a flush counts values against in one pass each before it sorts them instead."""
+
+_Bounds = tuple[float, ...]
+_Layout = tuple[_Bounds, tuple[tuple[int, ...], ...]]
+_SHARED_BOUNDS: dict[_Bounds, _Bounds] = {}
+_LAYOUTS: dict[tuple[_Bounds, ...], _Layout] = {}
+_SHARED_MAX = 256
+"""Distinct bucket layouts kept for sharing (mcr's metrics have a handful; more are not shared)."""
+
+
+def _shared_bounds(bounds: list[float]) -> _Bounds:
+    """``bounds`` as a tuple, the same object for every child with equal bounds."""
+    key = tuple(bounds)
+    shared = _SHARED_BOUNDS.get(key)
+    if shared is None:
+        if len(_SHARED_BOUNDS) >= _SHARED_MAX:
+            return key
+        shared = _SHARED_BOUNDS[key] = key
+    return shared
+
+
+def _layout(target_bounds: tuple[_Bounds, ...]) -> _Layout:
+    """The slots for targets with ``target_bounds``: every bound of any target, ascending, and
+    for each target its bucket per slot (the first of its bounds at or above the slot's: every
+    target bound is a slot bound, so the values of one slot share a bucket in each target).
+    The same objects for equal ``target_bounds``."""
+    layout = _LAYOUTS.get(target_bounds)
+    if layout is None:
+        bounds = tuple(sorted({bound for own in target_bounds for bound in own}))
+        layout = bounds, tuple(tuple(bisect_left(own, bound) for bound in bounds) for own in target_bounds)
+        if len(_LAYOUTS) < _SHARED_MAX:
+            _LAYOUTS[target_bounds] = layout
+    return layout
 
 
 class BatchedCounter:
@@ -83,7 +118,7 @@ class _Target:
         buckets = getattr(child, "_buckets", None)
         total = getattr(child, "_sum", None)
         # prometheus_client's private attributes, where they look as expected (else empty, unused).
-        self.bounds: list[float] = []
+        self.bounds: _Bounds = ()
         self.buckets: list[Any] = []
         self.sum: Any = total
         self.direct = True
@@ -95,7 +130,7 @@ class _Target:
             and bounds[-1] == math.inf
             and total is not None
         ):
-            self.bounds, self.buckets, self.direct = list(bounds), buckets, False
+            self.bounds, self.buckets, self.direct = _shared_bounds(bounds), buckets, False
 
     def add_unsorted(self, values: list[float], lowest: float, highest: float, total: float) -> bool:
         """Add ``values`` (in any order; their extremes and sum given) by counting passes.
@@ -123,7 +158,7 @@ class _Target:
         self.sum.inc(total)
         return True
 
-    def add_counts(self, counts: list[int], buckets_of: list[int], total: float) -> None:
+    def add_counts(self, counts: list[int], buckets_of: tuple[int, ...], total: float) -> None:
         """Add ``counts[k]`` observations to bucket ``buckets_of[k]`` for each slot ``k``, and
         ``total`` to the sum (not for a ``direct`` target: its histogram's slots are scratch)."""
         per_bucket = [0] * len(self.buckets)
@@ -201,14 +236,15 @@ class BatchedHistogram:
         self.targets = [_Target(child)]
         self.values: list[float] = []
         self.weighted: list[tuple[float, int]] = []
-        self.bounds: list[float] = []
+        self.bounds: _Bounds = ()
         """The slots' upper bounds: every target's bounds, ascending, ``+Inf`` last (empty when a
-        target is ``direct``: then :meth:`slot` keeps each value instead)."""
+        target is ``direct``: then :meth:`slot` keeps each value instead). Shared with every
+        histogram whose targets have the same bounds."""
         self.counts: list[int] = []
         """Observations per slot, not yet flushed; the list keeps its identity."""
         self.counted_sum = 0.0
         """The sum of the values counted in ``counts`` (the caller adds it)."""
-        self._buckets_of: list[list[int]] = []  # per target: its bucket for each slot
+        self._buckets_of: tuple[tuple[int, ...], ...] = ()  # per target: its bucket for each slot
         self._merge_bounds()
 
     def mirror(self, child: Any) -> None:
@@ -224,16 +260,12 @@ class BatchedHistogram:
     def _merge_bounds(self) -> None:
         targets = self.targets
         if any(target.direct for target in targets):
-            self.bounds = []
-            self._buckets_of = []
+            self.bounds = ()
+            self._buckets_of = ()
             self.counts[:] = [0]  # one scratch slot (see slot)
             return
-        bounds = sorted({bound for target in targets for bound in target.bounds})
-        self.bounds = bounds
-        # Every target bound is a slot bound, so the values of one slot share a bucket in each
-        # target: the first of its bounds at or above the slot's.
-        self._buckets_of = [[bisect_left(target.bounds, bound) for bound in bounds] for target in targets]
-        self.counts[:] = [0] * len(bounds)
+        self.bounds, self._buckets_of = _layout(tuple(target.bounds for target in targets))
+        self.counts[:] = [0] * len(self.bounds)
 
     def slot(self, value: float) -> tuple[int, float, float]:
         """Where to count ``value``: ``(k, low, high)``. The caller adds 1 to ``counts[k]`` (and
