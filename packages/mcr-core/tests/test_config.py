@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes.client import Configuration
 
+import mcr.config as mcr_config
 from mcr.cluster import Cluster
-from mcr.config import RestConfig, load_config, load_config_async
+from mcr.config import RestConfig, load_config, load_config_async, load_yaml
 from mcr.errors import ConfigError, UnauthorizedError
 from mcr.testing import eventually
 
@@ -85,6 +87,38 @@ def test_malformed_yaml_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err2:
         RestConfig.from_kubeconfig(tmp_path / "absent")
     assert str(tmp_path / "absent") in str(err2.value)
+
+
+def test_load_yaml_reads_kubeconfigs_as_safe_load_does(tmp_path: Path) -> None:
+    # The C parser where PyYAML has it (its wheels do); the same documents and the same errors.
+    assert mcr_config._SafeLoader is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+    text = textwrap.dedent(
+        f"""\
+        apiVersion: v1
+        kind: Config
+        current-context: a  # a comment
+        clusters:
+        - name: a
+          cluster: {{server: "https://127.0.0.1:6443", certificate-authority-data: {"QUJD" * 400}}}
+        users:
+        - name: a
+          user: {{token: "yes", as-groups: [on, off, 0x10, 1e3, null, ~]}}
+        contexts:
+        - {{name: a, context: {{cluster: a, user: a, namespace: "007"}}}}
+        """
+    )
+    doc = load_yaml(text)
+    assert doc == yaml.safe_load(text)
+    assert doc["users"][0]["user"]["as-groups"] == [True, False, 16, "1e3", None, None]  # YAML 1.1
+    assert load_yaml(text.encode()) == doc
+    assert load_yaml("") is None
+    for bad in ("clusters: [\n  - name: x\n   broken", "a: b: c", "key: !!python/object:os.system x"):
+        with pytest.raises(yaml.YAMLError) as err:
+            load_yaml(bad)
+        with pytest.raises(type(err.value)):
+            yaml.safe_load(bad)
+    mark = getattr(err.value, "problem_mark", None)
+    assert mark is not None
 
 
 def test_client_certificate_needs_key(apiserver: Any) -> None:

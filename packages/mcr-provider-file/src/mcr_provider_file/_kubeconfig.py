@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from mcr.config import load_yaml
+
 __all__ = ["ContextSpec", "KubeconfigProblem", "split_contexts"]
 
 # Fields holding file paths, which kubectl resolves relative to the kubeconfig's directory.
@@ -81,7 +83,7 @@ def split_contexts(data: bytes, path: str) -> tuple[list[ContextSpec], list[Kube
     paths inside the kubeconfig are resolved against ``path``'s directory, as kubectl does.
     """
     try:
-        doc = yaml.safe_load(data)
+        doc = load_yaml(data)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
