@@ -270,7 +270,9 @@ async def test_namespace_terminating(apiserver: ServerThread, admin: Client) -> 
 
         await eventually(ns_gone, timeout=15)
         await eventually(lambda: mirror.last.get("doomed/held") == "gone", timeout=15)
-    assert set(mirror.errors) == {"forbidden"}
+    # A retry that read the source from the cache just before the namespace went can meet its
+    # absence (404, namespace not found), as against a real API server; nothing else may fail.
+    assert set(mirror.errors) - {"NotFoundError"} == {"forbidden"}
 
 
 async def test_quiet_period_kept_alive_by_bookmarks() -> None:

@@ -1,32 +1,51 @@
 """TLS contexts shared across clusters: one per (CA, client certificate, verify) combination.
 
-Building a context costs ~1 ms for one CA and ~15 ms (0.7 MiB) for the system bundle, so contexts
-are built once, in a worker thread, and shared by every cluster with the same trust settings.
+Building a context costs ~0.5 ms and ~19 KiB for one CA and ~15 ms and ~0.8 MiB for the system
+bundle, so contexts are built once, in a worker thread, and shared by every cluster with the same
+trust settings. Clusters that engage at the same time wait for one build instead of each starting
+their own. The cache holds contexts weakly, and only the few most recently used strongly: a context
+lives while a connection pool uses it, a cluster rebuilt or engaged again soon after finds its
+context still there, and clusters that left and client certificates that rotated do not accumulate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import hashlib
 import os
 import ssl
 import tempfile
 import threading
+import weakref
 
 from mcr.errors import ConfigError
 
 __all__ = ["SSL_CONTEXTS"]
 
+#: How many of the most recently used contexts stay alive after their last user is gone.
+RECENT = 8
+
 
 class _SSLContextCache:
     """One ``SSLContext`` per (CA, client certificate, verify) across all clusters of the process.
 
-    Keys are digests, so the cache does not keep key material alive beyond the contexts.
+    Keys are digests, so the cache does not keep key material alive beyond the contexts. Contexts
+    are held weakly (each connection pool holds its own) and the ``recent`` most recently used
+    strongly. At most one build per key runs at a time: callers that ask while it runs, from any
+    event loop, share its result or its error; a caller cancelled while waiting leaves the build
+    running for the others.
     """
 
-    def __init__(self) -> None:
-        self._contexts: dict[str, ssl.SSLContext] = {}
+    def __init__(self, recent: int = RECENT) -> None:
+        self._contexts: weakref.WeakValueDictionary[str, ssl.SSLContext] = weakref.WeakValueDictionary()
+        self._recent: collections.OrderedDict[str, ssl.SSLContext] = collections.OrderedDict()
+        self._keep = recent
+        self._building: dict[str, concurrent.futures.Future[ssl.SSLContext]] = {}
         self._lock = threading.Lock()
+        #: Contexts built so far (a diagnostic: with sharing, one per distinct trust setting in use).
+        self.builds = 0
 
     async def get(
         self,
@@ -45,13 +64,72 @@ class _SSLContextCache:
         digest = h.hexdigest()
         with self._lock:
             found = self._contexts.get(digest)
-        if found is not None:
-            return found
-        ctx = await asyncio.to_thread(_build_ssl_context, ca, cert, key, verify, source, context)
+            if found is not None:
+                self._remember(digest, found)
+                return found
+            shared = self._building.get(digest)
+            start = shared is None
+            if shared is None:
+                shared = self._building[digest] = concurrent.futures.Future()
+                shared.set_running_or_notify_cancel()  # a running future cannot be cancelled
+                self.builds += 1
+        if start:
+            try:
+                asyncio.get_running_loop().run_in_executor(
+                    None, self._build_into, shared, digest, ca, cert, key, verify, source, context
+                )
+            except BaseException as exc:  # no executor to run it (the loop is shutting down)
+                self._finish(shared, digest, None, exc)
+                raise
+        # shield: one waiter's cancellation must not cancel the shared build for the others.
+        return await asyncio.shield(asyncio.wrap_future(shared))
+
+    def _build_into(
+        self,
+        shared: concurrent.futures.Future[ssl.SSLContext],
+        digest: str,
+        ca: bytes | None,
+        cert: bytes | None,
+        key: bytes | None,
+        verify: bool,
+        source: str,
+        context: str | None,
+    ) -> None:
+        """Build in a worker thread and hand the context, or the error, to every waiter."""
+        try:
+            ctx = _build_ssl_context(ca, cert, key, verify, source, context)
+        except Exception as exc:  # noqa: BLE001 -- every waiter gets the error through ``shared``
+            self._finish(shared, digest, None, exc)
+        else:
+            self._finish(shared, digest, ctx, None)
+
+    def _finish(
+        self,
+        shared: concurrent.futures.Future[ssl.SSLContext],
+        digest: str,
+        ctx: ssl.SSLContext | None,
+        exc: BaseException | None,
+    ) -> None:
         with self._lock:
-            return self._contexts.setdefault(digest, ctx)
+            if ctx is not None:
+                self._contexts[digest] = ctx
+                self._remember(digest, ctx)
+            self._building.pop(digest, None)
+        if ctx is not None:
+            shared.set_result(ctx)
+        else:
+            shared.set_exception(exc)
+
+    def _remember(self, digest: str, ctx: ssl.SSLContext) -> None:
+        """Mark ``ctx`` most recently used (under the lock); forget the oldest beyond ``recent``."""
+        recent = self._recent
+        recent[digest] = ctx
+        recent.move_to_end(digest)
+        while len(recent) > self._keep:
+            recent.popitem(last=False)
 
     def __len__(self) -> int:
+        """Contexts alive now (held by at least one connection pool or caller)."""
         return len(self._contexts)
 
 
