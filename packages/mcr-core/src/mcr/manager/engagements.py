@@ -30,6 +30,7 @@ from mcr.metrics import CLUSTER_ENGAGE_TOTAL
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
     from mcr.manager.coordinator import Coordinator
+    from mcr.manager.series import DepartedSeries
     from mcr.multicluster import Aware
 
 __all__ = ["ClusterInfo", "ClusterRun", "ClusterState", "Engagements"]
@@ -100,14 +101,22 @@ class ClusterRun:
 class Engagements:
     """Engaged clusters, the active aware runnables, and the tasks joining them."""
 
-    def __init__(self, coordinator: Coordinator, *, standby: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        *,
+        standby: Callable[[], bool] | None = None,
+        departures: DepartedSeries | None = None,
+    ) -> None:
         self.coordinator = coordinator
         # True while some aware runnables wait for leadership: clusters then count as pending.
         self._standby = standby
+        # Told of every name that stops being engaged (and of every name engaged), if given.
+        self._departures = departures
         self._awares: list[Aware] = []
         self._table: dict[str, _Engagement] = {}
-        # One lock per name ever engaged (kept: names are few and a lock is small), so replacing one
-        # cluster never waits on another cluster's teardown.
+        # One lock per engaged name, so replacing one cluster never waits on another cluster's
+        # teardown; a name's lock goes with its last engagement unless a call holds or awaits it.
         self._locks: dict[str, asyncio.Lock] = {}
         self.closed = False
 
@@ -190,6 +199,8 @@ class Engagements:
                 await self._end(old, "replaced")
             eng = _Engagement(name, cluster)
             self._table[name] = eng
+            if self._departures is not None:
+                self._departures.returned(name)
             eng.task = asyncio.create_task(self._coordinate(eng, coordinate), name=f"mcr-engagement-{name}")
         CLUSTER_ENGAGE_TOTAL.labels("engaged").inc()
         log.info("engaged cluster", extra={"cluster": name})
@@ -198,6 +209,7 @@ class Engagements:
         except asyncio.CancelledError:
             await self._end(eng, "disengaged")
             log.info("disengaged cluster", extra={"cluster": name})
+            self._left(name)
             raise
         if eng.task.cancelled():
             return  # replaced (or closed): the earlier caller's engagement simply ends
@@ -205,6 +217,7 @@ class Engagements:
         if exc is not None:
             self._drop(eng)
             CLUSTER_ENGAGE_TOTAL.labels("failed").inc()
+            self._left(name)
             raise exc
 
     async def close(self) -> list[str]:
@@ -224,6 +237,16 @@ class Engagements:
     def _drop(self, eng: _Engagement) -> None:
         if self._table.get(eng.name) is eng:
             del self._table[eng.name]
+
+    def _left(self, name: str) -> None:
+        """``name``'s engagement ended without a successor: its lock goes, its series may go."""
+        if name in self._table:
+            return  # engaged again meanwhile
+        lock = self._locks.get(name)
+        if lock is not None and not lock.locked():  # unlocked: no call holds or awaits it
+            del self._locks[name]
+        if self._departures is not None and not self.closed:
+            self._departures.departed(name)
 
     async def drain(self, name: str, timeout: float | None = None) -> bool:
         """Let every active aware with a ``drain`` stop taking work for ``name`` and finish what is

@@ -39,6 +39,7 @@ from mcr.manager.runnables import (
     stop_tasks,
 )
 from mcr.manager.scoped import FieldIndexer, ScopedManager
+from mcr.manager.series import DEFAULT_RETENTION, DepartedSeries
 from mcr.manager.signals import handle_shutdown_signals, in_main_thread
 from mcr.metrics import ENGAGED_CLUSTERS, SERVED
 from mcr.multicluster import LOCAL_CLUSTER
@@ -106,8 +107,11 @@ class Manager:
 
     ``metrics_bind_address`` (default ``":8080"``, ``"0"`` disables) serves ``/metrics`` from
     :data:`mcr.metrics.REGISTRY`; ``health_probe_bind_address`` (default off) serves ``/healthz``
-    and ``/readyz``. ``graceful_shutdown_timeout``: seconds (30); ``0`` stops without waiting for
-    in-flight work, a negative value waits for ever.
+    and ``/readyz``. ``metrics_cluster_retention``: seconds (600) the metric series of a
+    disengaged cluster stay before they are removed (a name engaged again meanwhile keeps them);
+    ``None`` keeps every cluster's series for the life of the process.
+    ``graceful_shutdown_timeout``: seconds (30); ``0`` stops without waiting for in-flight work, a
+    negative value waits for ever.
     """
 
     def __init__(
@@ -128,6 +132,7 @@ class Manager:
         coordinator: Coordinator | None = None,
         cluster_options: dict[str, Any] | None = None,
         identity: str | None = None,
+        metrics_cluster_retention: float | None = DEFAULT_RETENTION,
     ) -> None:
         self._config = config
         self._provider = provider
@@ -169,7 +174,15 @@ class Manager:
         """Set once this replica may run leader-election runnables (at start without leader election)."""
         self.healthz = ProbeSet("healthz")
         self.readyz = ProbeSet("readyz")
-        self._engagements = Engagements(self.coordinator, standby=self._awaiting_leadership)
+        self._departed = (
+            None
+            if metrics_cluster_retention is None
+            else DepartedSeries(metrics_cluster_retention, _engaged_anywhere)
+        )
+        self._engagements = Engagements(
+            self.coordinator, standby=self._awaiting_leadership, departures=self._departed
+        )
+        self._series_task: asyncio.Task[None] | None = None
         self._others = RunnableGroup("others", self._runnable_failed)
         self._leaders = RunnableGroup("leader", self._runnable_failed)
         self._providers = RunnableGroup("provider", self._runnable_failed)
@@ -396,6 +409,8 @@ class Manager:
                 self._engagements.activate(aware)
 
     async def _start_all(self) -> None:
+        if self._departed is not None:
+            self._series_task = asyncio.create_task(self._departed.run(), name="mcr-departed-series")
         if self._metrics_addr is not None:
             self._metrics_server = HTTPServer(
                 "metrics", metrics_app(SERVED, before=refresh_engagement_metrics), *self._metrics_addr
@@ -483,8 +498,15 @@ class Manager:
             await self._elector_transport.close()
         for server in reversed(self._servers):
             await server.stop()
+        if self._series_task is not None:
+            await stop_tasks([self._series_task], None)
         self.elected.clear()
         return [] if abort else overran
+
+
+def _engaged_anywhere(name: str) -> bool:
+    """Whether a live manager of this process has ``name`` engaged (metrics are process-wide)."""
+    return any(mgr._engagements.get(name) is not None for mgr in list(_live))
 
 
 def _in_cluster_namespace() -> str | None:
