@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import functools
 import hashlib
 import os
 import ssl
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable
 
 from mcr.errors import ConfigError
 
@@ -75,9 +77,8 @@ class _SSLContextCache:
                 self.builds += 1
         if start:
             try:
-                asyncio.get_running_loop().run_in_executor(
-                    None, self._build_into, shared, digest, ca, cert, key, verify, source, context
-                )
+                build = functools.partial(_build_ssl_context, ca, cert, key, verify, source, context)
+                asyncio.get_running_loop().run_in_executor(None, self._build_into, shared, digest, build)
             except BaseException as exc:  # no executor to run it (the loop is shutting down)
                 self._finish(shared, digest, None, exc)
                 raise
@@ -88,16 +89,11 @@ class _SSLContextCache:
         self,
         shared: concurrent.futures.Future[ssl.SSLContext],
         digest: str,
-        ca: bytes | None,
-        cert: bytes | None,
-        key: bytes | None,
-        verify: bool,
-        source: str,
-        context: str | None,
+        build: Callable[[], ssl.SSLContext],
     ) -> None:
-        """Build in a worker thread and hand the context, or the error, to every waiter."""
+        """Run ``build`` in a worker thread; hand the context, or the error, to every waiter."""
         try:
-            ctx = _build_ssl_context(ca, cert, key, verify, source, context)
+            ctx = build()
         except Exception as exc:  # noqa: BLE001 -- every waiter gets the error through ``shared``
             self._finish(shared, digest, None, exc)
         else:
