@@ -68,7 +68,12 @@ class DepartedSeries:
             for name in due:
                 del self._left[name]
             gone = [name for name in due if not self._engaged(name)]
-            if gone:
+            if not gone:
+                continue
+            try:
                 forget_clusters(gone)
-                self.forgotten += len(gone)
-                log.debug("forgot the metric series of %d departed clusters", len(gone))
+            except Exception:  # a metrics failure must not end the task: logged, their series stay
+                log.exception("forgetting the metric series of departed clusters failed: %s", gone[:10])
+                continue
+            self.forgotten += len(gone)
+            log.debug("forgot the metric series of %d departed clusters", len(gone))
