@@ -286,6 +286,45 @@ async def test_exec_plugin_reruns_after_401(apiserver: Any, tmp_path: Path) -> N
         await t.close()
 
 
+async def test_clusters_naming_one_exec_plugin_share_its_runs(apiserver: Any, tmp_path: Path) -> None:
+    """Ten clusters whose kubeconfigs name the same plugin configuration run it once, not ten
+    times (client-go shares one authenticator too); a 401 on one of them re-runs it once."""
+    for n in range(1, 4):
+        apiserver.add_user("robot", groups=["system:masters"], token=f"exec-token-{n}")
+    doc = _exec_kubeconfig(apiserver, tmp_path, lifetime=3600)
+    transports = [RestConfig.from_kubeconfig(doc).transport(f"exec-{i}") for i in range(10)]
+    try:
+        statuses = await asyncio.gather(*(t.request("GET", "/api/v1/namespaces") for t in transports))
+        assert [r.status for r in statuses] == [200] * 10
+        assert _runs(tmp_path) == 1
+        apiserver.authenticator.remove_token("exec-token-1")
+        statuses = await asyncio.gather(*(t.request("GET", "/api/v1/namespaces") for t in transports))
+        assert [r.status for r in statuses] == [200] * 10
+        assert _runs(tmp_path) == 2  # one re-run: the other nine 401s find token 1 already replaced
+    finally:
+        await asyncio.gather(*(t.close() for t in transports))
+
+
+async def test_exec_plugins_with_cluster_info_run_per_cluster(fleet: Any, tmp_path: Path) -> None:
+    """With ``provideClusterInfo`` the plugin's answer depends on the cluster: one run per cluster;
+    without it, one run for both."""
+    servers = fleet(2).servers
+    for server in servers:
+        for n in range(1, 4):
+            server.add_user("robot", groups=["system:masters"], token=f"exec-token-{n}")
+    for provide, expected in ((True, 2), (False, 1)):
+        state = tmp_path / f"provide-{provide}"
+        state.mkdir()
+        configs = []
+        for server in servers:
+            doc = _exec_kubeconfig(server, state, lifetime=3600)
+            doc["users"][0]["user"]["exec"]["provideClusterInfo"] = provide
+            configs.append(RestConfig.from_kubeconfig(doc))
+        for config in configs:
+            assert "default" in await _namespaces(config)
+        assert _runs(state) == expected
+
+
 async def test_exec_plugin_failure_names_the_field(apiserver: Any, tmp_path: Path) -> None:
     doc = copy.deepcopy(apiserver.kubeconfig)
     doc["users"][0]["user"] = {

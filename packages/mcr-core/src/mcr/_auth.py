@@ -15,6 +15,7 @@ import datetime as dt
 import logging
 import os
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,8 +49,12 @@ class Credentials:
         """The ``Authorization`` header value to send, or ``None``. Cached until it expires."""
         return None
 
-    async def refresh(self) -> None:
-        """Drop what is cached so the next :meth:`authorization` obtains fresh credentials."""
+    async def refresh(self, rejected: str | None = None) -> None:
+        """Drop what is cached so the next :meth:`authorization` obtains fresh credentials.
+
+        ``rejected``: the ``Authorization`` value the server answered 401 to, if the caller knows
+        it; a source shared by several callers keeps credentials that already replaced it.
+        """
 
     async def client_certificate(self) -> tuple[bytes, bytes] | None:
         """PEM ``(certificate, key)`` the credential source issued (exec plugins), if any."""
@@ -119,7 +124,7 @@ class TokenFile(Credentials):
                 self._read_at = time.monotonic()
             return f"Bearer {self._token}" if self._token else None
 
-    async def refresh(self) -> None:
+    async def refresh(self, rejected: str | None = None) -> None:
         async with self._lock:
             self._token = None
 
@@ -132,13 +137,39 @@ def _parse_time(value: str) -> float:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
+class _ExecState:
+    """What one exec plugin configuration issued, shared by every cluster naming it."""
+
+    __slots__ = ("__weakref__", "cert", "cert_gen", "expires_at", "fetched", "header", "lock", "runs")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.header: str | None = None
+        self.cert: tuple[bytes, bytes] | None = None
+        self.expires_at: float | None = None
+        self.fetched = False
+        self.cert_gen = 0
+        self.runs = 0
+
+
+# Per event loop (an asyncio.Lock serves one loop), per plugin configuration: held weakly, so a
+# configuration's state lives while some cluster's credentials use it.
+_EXEC_STATES: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, weakref.WeakValueDictionary[tuple[Any, ...], _ExecState]
+] = weakref.WeakKeyDictionary()
+
+
 class ExecCredentials(Credentials):
     """Credentials issued by a kubeconfig ``exec`` plugin (client.authentication.k8s.io).
 
     The plugin runs (as a subprocess, without blocking the loop) on first use, again when the
     issued token reaches its ``expirationTimestamp`` (minus a small skew), and again after a 401.
-    Concurrent callers share one run. ``runs`` counts how many times the plugin was started.
-    Failures raise :class:`ConfigError` naming the kubeconfig, context and ``users[<u>].exec``.
+    Concurrent callers share one run, and so do the clusters of a process whose kubeconfigs name
+    the same plugin configuration (command, arguments, environment, API version and, with
+    ``provideClusterInfo``, the cluster), as client-go shares one authenticator: a fleet whose
+    contexts share one exec user runs the plugin once, not once per cluster. ``runs`` counts how
+    many times the plugin was started for this configuration. Failures raise
+    :class:`ConfigError` naming the kubeconfig, context and ``users[<u>].exec``.
     """
 
     refreshable = True
@@ -171,26 +202,45 @@ class ExecCredentials(Credentials):
         self._provide_cluster_info = bool(exec_config.get("provideClusterInfo"))
         self._cluster_info = dict(cluster_info or {})
         self._clock = clock
-        self._lock = asyncio.Lock()
-        self._header: str | None = None
-        self._cert: tuple[bytes, bytes] | None = None
-        self._expires_at: float | None = None
-        self._fetched = False
-        self._cert_gen = 0
-        self.runs = 0
+        self._key = (
+            tuple(self._argv),
+            tuple(sorted(self._env.items())),
+            self._api_version,
+            repr(self._cluster_info) if self._provide_cluster_info else "",  # never raises, any YAML
+        )
+        self._st = _ExecState()  # replaced by the shared state on first use in a loop
+        self._st_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
 
-    def _valid(self) -> bool:
-        if not self._fetched:
+    def _state(self) -> _ExecState:
+        """The state shared with every credential of the same plugin configuration in this loop."""
+        loop = asyncio.get_running_loop()
+        if self._st_loop is None or self._st_loop() is not loop:
+            states = _EXEC_STATES.get(loop)
+            if states is None:
+                states = _EXEC_STATES[loop] = weakref.WeakValueDictionary()
+            state = states.get(self._key)
+            if state is None:
+                state = states[self._key] = _ExecState()
+            self._st, self._st_loop = state, weakref.ref(loop)
+        return self._st
+
+    @property
+    def runs(self) -> int:
+        """How many times the plugin was started for this configuration (in the current loop)."""
+        return self._st.runs
+
+    def _valid(self, st: _ExecState) -> bool:
+        if not st.fetched:
             return False
-        return self._expires_at is None or self._clock() < self._expires_at - EXPIRY_SKEW
+        return st.expires_at is None or self._clock() < st.expires_at - EXPIRY_SKEW
 
-    async def _run(self) -> None:
+    async def _run(self, st: _ExecState) -> None:
         spec: dict[str, Any] = {"interactive": False}
         if self._provide_cluster_info and self._cluster_info:
             spec["cluster"] = self._cluster_info
         info = {"apiVersion": self._api_version, "kind": "ExecCredential", "spec": spec}
         env = {**os.environ, **self._env, "KUBERNETES_EXEC_INFO": orjson.dumps(info).decode()}
-        self.runs += 1
+        st.runs += 1
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._argv,
@@ -242,14 +292,9 @@ class ExecCredentials(Credentials):
                 context=self._context,
                 field=self._field,
             )
-        self._header = f"Bearer {token}" if token else None
-        new_cert = (cert.encode(), key.encode()) if cert and key else None
-        if new_cert != self._cert:
-            self._cert = new_cert
-            self._cert_gen += 1
         expiry = status.get("expirationTimestamp")
         try:
-            self._expires_at = _parse_time(expiry) if expiry else None
+            expires_at = _parse_time(expiry) if expiry else None
         except ValueError:
             raise ConfigError(
                 f"exec plugin returned a malformed expirationTimestamp {expiry!r}",
@@ -257,28 +302,38 @@ class ExecCredentials(Credentials):
                 context=self._context,
                 field=self._field,
             ) from None
-        self._fetched = True
+        st.header = f"Bearer {token}" if token else None
+        new_cert = (cert.encode(), key.encode()) if cert and key else None
+        if new_cert != st.cert:
+            st.cert = new_cert
+            st.cert_gen += 1
+        st.expires_at = expires_at
+        st.fetched = True
 
-    async def _ensure(self) -> None:
-        async with self._lock:
-            if not self._valid():
-                await self._run()
+    async def _ensure(self) -> _ExecState:
+        st = self._state()
+        async with st.lock:
+            if not self._valid(st):
+                await self._run(st)
+        return st
 
     async def authorization(self) -> str | None:
-        await self._ensure()
-        return self._header
+        return (await self._ensure()).header
 
     async def client_certificate(self) -> tuple[bytes, bytes] | None:
-        await self._ensure()
-        return self._cert
+        return (await self._ensure()).cert
 
     @property
     def cert_generation(self) -> int:
-        return self._cert_gen
+        return self._st.cert_gen
 
-    async def refresh(self) -> None:
-        async with self._lock:
-            self._fetched = False
+    async def refresh(self, rejected: str | None = None) -> None:
+        st = self._state()
+        async with st.lock:
+            # Other clusters of this plugin configuration may have re-run it since this caller's
+            # request went out (their own 401s): then the rejected token is already replaced.
+            if rejected is None or rejected == st.header:
+                st.fetched = False
 
     def __repr__(self) -> str:
         return f"ExecCredentials(command={self._argv[0]!r})"
@@ -357,7 +412,7 @@ class ProviderCredentials(Credentials):
                 self._at = time.monotonic()
             return self._header
 
-    async def refresh(self) -> None:
+    async def refresh(self, rejected: str | None = None) -> None:
         async with self._lock:
             self._header = None
 

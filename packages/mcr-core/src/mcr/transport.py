@@ -386,7 +386,7 @@ class Transport:
                 resp.release()
             if resp.status == 401 and creds.refreshable and not refreshed:
                 refreshed = True
-                await creds.refresh()
+                await creds.refresh(authorization)
                 continue
             delay = _retry_after(resp.headers)
             if (
