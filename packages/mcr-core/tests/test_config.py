@@ -345,6 +345,37 @@ async def test_exec_plugin_failure_names_the_field(apiserver: Any, tmp_path: Pat
     assert "no credentials for you" in str(err.value)
 
 
+async def test_a_failing_shared_exec_plugin_fails_once_for_every_waiting_cluster(
+    apiserver: Any, tmp_path: Path
+) -> None:
+    """Clusters waiting for a shared plugin run that fails get its error, each naming its own
+    kubeconfig, instead of running the plugin again one after the other."""
+    log = tmp_path / "runs"
+    script = f"import sys; open({str(log)!r}, 'a').write('x'); sys.stderr.write('denied'); sys.exit(3)"
+    doc = copy.deepcopy(apiserver.kubeconfig)
+    doc["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": ["-c", script],
+        }
+    }
+    transports = [
+        RestConfig.from_kubeconfig(doc, source=f"fleet/c{i}.kubeconfig").transport(f"c{i}") for i in range(10)
+    ]
+    try:
+        results = await asyncio.gather(
+            *(t.request("GET", "/api/v1/namespaces") for t in transports), return_exceptions=True
+        )
+    finally:
+        await asyncio.gather(*(t.close() for t in transports))
+    assert log.read_text() == "x"  # one run for the ten
+    for i, err in enumerate(results):
+        assert isinstance(err, ConfigError)
+        assert (err.source, err.field) == (f"fleet/c{i}.kubeconfig", f"users[{doc['users'][0]['name']}].exec")
+        assert "exited with 3: denied" in str(err)
+
+
 def test_exec_expiry_parsing_is_timezone_aware() -> None:
     from mcr._auth import _parse_time
 

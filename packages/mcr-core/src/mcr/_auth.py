@@ -140,7 +140,18 @@ def _parse_time(value: str) -> float:
 class _ExecState:
     """What one exec plugin configuration issued, shared by every cluster naming it."""
 
-    __slots__ = ("__weakref__", "cert", "cert_gen", "expires_at", "fetched", "header", "lock", "runs")
+    __slots__ = (
+        "__weakref__",
+        "cert",
+        "cert_gen",
+        "ended",
+        "expires_at",
+        "failure",
+        "fetched",
+        "header",
+        "lock",
+        "runs",
+    )
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
@@ -150,6 +161,9 @@ class _ExecState:
         self.fetched = False
         self.cert_gen = 0
         self.runs = 0
+        self.ended = 0  # runs that have ended, with a credential or an error
+        # The last run's error, if it failed: (detail, field suffix after ``users[<u>].exec``).
+        self.failure: tuple[str, str] | None = None
 
 
 # Per event loop (an asyncio.Lock serves one loop), per plugin configuration: held weakly, so a
@@ -312,9 +326,25 @@ class ExecCredentials(Credentials):
 
     async def _ensure(self) -> _ExecState:
         st = self._state()
+        ended = st.ended
         async with st.lock:
-            if not self._valid(st):
+            if self._valid(st):
+                return st
+            if st.ended != ended and st.failure is not None:
+                # The run that ended while this caller waited failed: its error, for this cluster
+                # (a broken plugin fails once for the fleet, not once per cluster in turn).
+                detail, suffix = st.failure
+                raise ConfigError(
+                    detail, source=self._source, context=self._context, field=self._field + suffix
+                )
+            st.failure = None
+            try:
                 await self._run(st)
+            except ConfigError as exc:
+                st.failure = (exc.detail, (exc.field or self._field).removeprefix(self._field))
+                raise
+            finally:
+                st.ended += 1
         return st
 
     async def authorization(self) -> str | None:
