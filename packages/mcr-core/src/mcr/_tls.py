@@ -94,7 +94,7 @@ class _SSLContextCache:
         """Run ``build`` in a worker thread; hand the context, or the error, to every waiter."""
         try:
             ctx = build()
-        except Exception as exc:  # noqa: BLE001 -- every waiter gets the error through ``shared``
+        except Exception as exc:  # noqa: BLE001 -- not swallowed: re-raised in every waiter via ``shared``
             self._finish(shared, digest, None, exc)
         else:
             self._finish(shared, digest, ctx, None)
@@ -125,7 +125,7 @@ class _SSLContextCache:
             recent.popitem(last=False)
 
     def __len__(self) -> int:
-        """Contexts alive now (held by at least one connection pool or caller)."""
+        """Contexts alive now (held by a connection pool or a caller, or among the recent)."""
         return len(self._contexts)
 
 

@@ -38,8 +38,6 @@ class DepartedSeries:
         self.retention = retention
         self._engaged = engaged
         self._left: dict[str, float] = {}  # name -> loop time it was disengaged
-        self.forgotten = 0
-        """Clusters whose series were removed so far."""
 
     def departed(self, name: str) -> None:
         """``name`` was disengaged (not replaced): forget its series ``retention`` s from now."""
@@ -48,10 +46,6 @@ class DepartedSeries:
     def returned(self, name: str) -> None:
         """``name`` is engaged again: its series stay."""
         self._left.pop(name, None)
-
-    def pending(self) -> list[str]:
-        """Names whose series are still to be forgotten."""
-        return sorted(self._left)
 
     async def run(self) -> None:
         """Until cancelled: remove the series of every name disengaged ``retention`` seconds ago.
@@ -75,5 +69,4 @@ class DepartedSeries:
             except Exception:  # a metrics failure must not end the task: logged, their series stay
                 log.exception("forgetting the metric series of departed clusters failed: %s", gone[:10])
                 continue
-            self.forgotten += len(gone)
             log.debug("forgot the metric series of %d departed clusters", len(gone))
