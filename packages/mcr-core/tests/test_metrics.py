@@ -76,10 +76,12 @@ def test_metric_names_and_labels_match_controller_runtime() -> None:
         metrics.ENGAGED_CLUSTERS: ("mcr_engaged_clusters", ["state"]),
         metrics.CLUSTER_ENGAGE_TOTAL: ("mcr_cluster_engage_total", ["result"]),
     }
+    for metric, (_, labels) in expected.items():
+        metric.labels(**dict.fromkeys(labels, "names-test"))  # a ValueError if the label names differ
+    # One scrape for all: the process-wide registry holds the series of every earlier test.
+    samples = _samples(generate_latest(metrics.REGISTRY).decode())
     for metric, (sample_name, labels) in expected.items():
-        values = {label: "names-test" for label in labels}
-        metric.labels(**values)  # raises ValueError if the label names differ
-        samples = _samples(generate_latest(metrics.REGISTRY).decode())
+        values = dict.fromkeys(labels, "names-test")
         assert (sample_name, tuple(sorted(values.items()))) in samples, sample_name
         metric.remove(*values.values())
     assert metrics.RECONCILE_TIME_BUCKETS[:4] == (0.005, 0.01, 0.025, 0.05)
