@@ -19,11 +19,12 @@ an application's own metrics keep whatever it configured.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.metrics_core import Metric
+
+from mcr._exposition import WithoutCreated
 
 __all__ = [
     "ACTIVE_WORKERS",
@@ -67,19 +68,6 @@ __all__ = [
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """The registry every mcr metric is registered in; the manager's ``/metrics`` serves it."""
-
-
-class WithoutCreated:
-    """A registry's collection without the ``*_created`` samples (what ``/metrics`` serves)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-
-    def collect(self) -> Iterator[Metric]:
-        for family in self.registry.collect():
-            # Families are built afresh on every collection: trimming their samples is safe.
-            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
-            yield family
 
 
 SERVED = WithoutCreated(REGISTRY)

@@ -20,6 +20,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
+from mcr._exposition import WithoutCreated
+
 __all__ = ["Check", "HTTPServer", "ProbeSet", "health_app", "metrics_app", "parse_bind_address"]
 
 log = logging.getLogger("mcr.manager")
@@ -111,7 +113,10 @@ def metrics_app(registry: Collector, *, before: Callable[[], None] | None = None
         if before is not None:
             before()
         # Collection takes locks and formats every series: keep it off the event loop.
-        body = await asyncio.to_thread(generate_latest, registry)
+        if isinstance(registry, WithoutCreated):
+            body = await asyncio.to_thread(registry.exposition)
+        else:
+            body = await asyncio.to_thread(generate_latest, registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application()
