@@ -107,8 +107,9 @@ def _histogram(
 ) -> Iterable[str]:
     """One series' lines; ``counts`` caches the text of counts (sums of non-negative counts)."""
     pairs = sorted(zip(labelnames, values, strict=True))
-    before = "".join(f'{k}="{_escape(v)}",' for k, v in pairs if k < "le")
-    after = "".join(f',{k}="{_escape(v)}"' for k, v in pairs if k > "le")
+    written = [f'{k}="{_escape(v)}"' for k, v in pairs]
+    at = sum(k < "le" for k, _ in pairs)  # where le sorts among the series' labels
+    before, after = "".join(f"{w}," for w in written[:at]), "".join(f",{w}" for w in written[at:])
     head, tail = f'{name}_bucket{{{before}le="', f'"{after}}} '
     count = 0.0
     text = ""
@@ -116,7 +117,7 @@ def _histogram(
         count += bucket.get()
         text = counts.get(count) or counts.setdefault(count, _go(count))
         yield f"{head}{bound}{tail}{text}\n"
-    labels = _labels(labelnames, values)
+    labels = ",".join(written)
     yield f"{name}_count{{{labels}}} {text}\n"
     if with_sum:
         yield f"{name}_sum{{{labels}}} {_go(child._sum.get())}\n"
