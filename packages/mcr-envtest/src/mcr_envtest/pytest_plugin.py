@@ -1,5 +1,12 @@
 """pytest fixtures: ``apiserver`` (fresh HTTPS ServerThread per test), ``fleet`` (factory) and
-``kubectl`` (runs the kubectl binary against ``apiserver`` with a private KUBECACHEDIR)."""
+``kubectl`` (runs the kubectl binary against ``apiserver`` with a private KUBECACHEDIR); and the
+``envtest_only(reason)`` marker.
+
+When ``KUBEBUILDER_ASSETS`` names a directory of real control-plane binaries, the fixtures serve
+the real kube-apiserver and a test marked ``envtest_only`` is skipped with its reason. The marker
+is for tests that need what only mcr-envtest has (fault injection, restarts with or without state,
+speed controls, direct access to its store); its reason is required.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +20,35 @@ from typing import Any
 
 import pytest
 
+from .external import assets_dir
 from .fleet import FleetThread
 from .server import ServerThread
 
 __all__ = ["apiserver", "find_kubectl", "fleet", "kubectl"]
+
+ENVTEST_ONLY = "envtest_only"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{ENVTEST_ONLY}(reason): needs what only mcr-envtest has (faults, restarts, speed controls, its"
+        " store); skipped when KUBEBUILDER_ASSETS names the real control plane",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check every ``envtest_only`` marker has a reason; skip those tests against the real server."""
+    real = assets_dir() is not None
+    for item in items:
+        marker = item.get_closest_marker(ENVTEST_ONLY)
+        if marker is None:
+            continue
+        reason = marker.args[0] if marker.args else marker.kwargs.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{ENVTEST_ONLY} needs a reason (a string)")
+        if real:
+            item.add_marker(pytest.mark.skip(reason=f"{ENVTEST_ONLY}: {reason}"))
 
 
 @pytest.fixture
