@@ -10,7 +10,7 @@ or either; ``cluster_filter`` narrows provider clusters).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -50,11 +50,33 @@ class _Spec:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+def _predicates(given: Iterable[Predicate] | Predicate, where: str) -> tuple[Predicate, ...]:
+    """``given`` as a tuple, refusing anything that is not a predicate (``TypeError`` naming it).
+
+    A label selector (a string or mapping) is refused with a pointer to
+    :class:`~mcr.predicate.LabelSelectorPredicate`, which checks the selector when it is made.
+    """
+    # One predicate (or a selector) passed where several are expected is taken as one.
+    items: tuple[Any, ...] = (given,) if isinstance(given, str | Mapping | Predicate) else tuple(given)
+    for p in items:
+        if isinstance(p, str | Mapping):
+            raise TypeError(
+                f"{where}: {p!r} is not a predicate; for a label selector pass "
+                f"mcr.predicate.LabelSelectorPredicate({p!r})"
+            )
+        if not isinstance(p, Predicate):
+            raise TypeError(
+                f"{where}: {p!r} is not a predicate (an object with create, update, delete and generic)"
+            )
+    return items
+
+
 class Builder:
     """Collects a controller's watches and options; :meth:`complete` builds and registers it.
 
     Misuse raises ``ValueError`` (``for_`` twice at once; the others at :meth:`complete`): ``owns``
-    without ``for_``, neither ``named`` nor ``for_``, no watch at all.
+    without ``for_``, neither ``named`` nor ``for_``, no watch at all. Predicates are checked where
+    they are given: anything that is not a predicate raises ``TypeError`` naming the call.
     """
 
     def __init__(self, mgr: _Manager) -> None:
@@ -83,7 +105,7 @@ class Builder:
         self._spec.for_ = _Watch(
             kind,
             EnqueueRequestForObject(),
-            tuple(predicates),
+            _predicates(predicates, f"for_({kind!r})"),
             engage_with_local_cluster,
             engage_with_provider_clusters,
             cluster_filter,
@@ -108,7 +130,7 @@ class Builder:
             _Watch(
                 kind,
                 _OwnerPlaceholder(match_every_owner),
-                tuple(predicates),
+                _predicates(predicates, f"owns({kind!r})"),
                 engage_with_local_cluster,
                 engage_with_provider_clusters,
                 cluster_filter,
@@ -140,7 +162,7 @@ class Builder:
             _Watch(
                 kind,
                 handler if handler is not None else EnqueueRequestForObject(),
-                tuple(predicates),
+                _predicates(predicates, f"watches({kind!r})"),
                 engage_with_local_cluster,
                 engage_with_provider_clusters,
                 cluster_filter,
@@ -150,7 +172,7 @@ class Builder:
 
     def with_event_filter(self, *predicates: Predicate) -> Builder:
         """Predicates applied to every ``for_``/``owns``/``watches`` event, before their own."""
-        self._spec.filters.extend(predicates)
+        self._spec.filters.extend(_predicates(predicates, "with_event_filter()"))
         return self
 
     def with_options(self, **options: Any) -> Builder:

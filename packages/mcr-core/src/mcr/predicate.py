@@ -6,8 +6,9 @@ Deletes see the last known state (a tombstone is unwrapped by the source first).
 
 The built-ins match controller-runtime: :class:`GenerationChanged`, :class:`ResourceVersionChanged`,
 :class:`LabelChanged`, :class:`AnnotationChanged` only filter updates; everything else passes.
-Combine with :func:`and_`, :func:`or_`, :func:`not_`; build one from a function with
-:func:`predicate_from`.
+:class:`LabelSelectorPredicate` passes the events of objects whose labels a selector matches (its
+selector is checked when it is made). Combine with :func:`and_`, :func:`or_`, :func:`not_`; build
+one from a function with :func:`predicate_from`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from mcr.cache.selectors import parse_label_selector
+
 __all__ = [
     "AnnotationChanged",
     "Funcs",
     "GenerationChanged",
     "LabelChanged",
+    "LabelSelectorPredicate",
     "Predicate",
     "ResourceVersionChanged",
     "and_",
@@ -163,6 +167,41 @@ class AnnotationChanged(_UpdateOnly):
         if old is None or new is None:
             return False
         return (meta(old).get("annotations") or {}) != (meta(new).get("annotations") or {})
+
+
+class LabelSelectorPredicate:
+    """Passes every event of an object whose labels ``selector`` matches (``new`` for updates).
+
+    ``selector`` is a label selector string (``"app=web,tier in (a,b)"``) or a ``matchLabels``
+    mapping; one that does not parse raises ``ValueError`` naming it, here rather than at the first
+    event. controller-runtime's ``LabelSelectorPredicate``.
+    """
+
+    __slots__ = ("selector",)
+
+    def __init__(self, selector: str | Mapping[str, str]) -> None:
+        try:
+            self.selector = parse_label_selector(selector)
+        except ValueError as exc:
+            raise ValueError(f"LabelSelectorPredicate: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"LabelSelectorPredicate({self.selector.text!r})"
+
+    def _passes(self, obj: Any) -> bool:
+        return obj is not None and self.selector.matches(meta(obj).get("labels"))
+
+    def create(self, obj: Any) -> bool:
+        return self._passes(obj)
+
+    def update(self, old: Any, new: Any) -> bool:
+        return self._passes(new)
+
+    def delete(self, obj: Any) -> bool:
+        return self._passes(obj)
+
+    def generic(self, obj: Any) -> bool:
+        return self._passes(obj)
 
 
 def _rv(obj: Any) -> Any:

@@ -6,6 +6,10 @@ policy) and ``by_object`` overrides them per kind with :class:`ByObject`. A name
 Precedence, most specific first: the namespace's config, then the kind's ``ByObject``, then the
 cache defaults. Cluster-scoped kinds ignore namespaces. ``sync_period`` (the resync period) is set
 per cache or per kind, not per namespace: one informer serves all of a kind's namespaces.
+
+Selectors are checked when the options are made: a label or field selector the API server would
+refuse raises ``ValueError`` naming the option (and the kind or namespace it belongs to), instead
+of a watch that is retried for ever against 400 Bad Request.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from mcr.cache.backoff import BackoffPolicy
 from mcr.cache.gcpolicy import GCPolicy
 from mcr.cache.informer import ScopeSpec
 from mcr.cache.reflector import ReflectorConfig, strip_managed_fields
+from mcr.cache.selectors import check_field_selector, check_label_selector
 from mcr.kinds import GVK, gvk_of
 
 __all__ = ["DEFAULT_SYNC_PERIOD", "ByObject", "CacheOptions", "NamespaceConfig", "strip_managed_fields"]
@@ -36,13 +41,26 @@ def _check_sync_period(value: float | None, where: str) -> None:
         )
 
 
+def _check_namespaces(namespaces: Mapping[str, NamespaceConfig] | None, where: str) -> None:
+    for ns, cfg in (namespaces or {}).items():
+        if not isinstance(cfg, NamespaceConfig):
+            raise TypeError(f"{where}[{ns!r}]: expected a NamespaceConfig, got {type(cfg).__name__}")
+
+
 @dataclass(frozen=True, slots=True)
 class NamespaceConfig:
-    """Overrides for one namespace of a kind (``None`` fields inherit)."""
+    """Overrides for one namespace of a kind (``None`` fields inherit).
+
+    A selector that does not parse raises ``ValueError`` here.
+    """
 
     label_selector: str | None = None
     field_selector: str | None = None
     transform: Transform | None = None
+
+    def __post_init__(self) -> None:
+        check_label_selector(self.label_selector, "NamespaceConfig.label_selector")
+        check_field_selector(self.field_selector, "NamespaceConfig.field_selector")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +70,7 @@ class ByObject:
     ``namespaces``: the namespaces to cache for this kind (``{}`` or ``None``: inherit the
     defaults); ``unsafe_disable_deep_copy``: hand readers the cached objects themselves;
     ``sync_period``: this kind's resync period in seconds (``None``: inherit; 0: never resync).
+    A selector that does not parse raises ``ValueError`` here.
     """
 
     namespaces: Mapping[str, NamespaceConfig] | None = None
@@ -60,6 +79,10 @@ class ByObject:
     transform: Transform | None = None
     unsafe_disable_deep_copy: bool | None = None
     sync_period: float | None = None
+
+    def __post_init__(self) -> None:
+        check_label_selector(self.label_selector, "ByObject.label_selector")
+        check_field_selector(self.field_selector, "ByObject.field_selector")
 
 
 @dataclass(slots=True)
@@ -111,8 +134,15 @@ class CacheOptions:
 
     def __post_init__(self) -> None:
         _check_sync_period(self.sync_period, "CacheOptions")
+        check_label_selector(self.default_label_selector, "CacheOptions.default_label_selector")
+        check_field_selector(self.default_field_selector, "CacheOptions.default_field_selector")
+        _check_namespaces(self.default_namespaces, "CacheOptions.default_namespaces")
         for key, by in self.by_object.items():
-            _check_sync_period(by.sync_period, f"CacheOptions.by_object[{key!r}]")
+            where = f"CacheOptions.by_object[{key!r}]"
+            if not isinstance(by, ByObject):
+                raise TypeError(f"{where}: expected a ByObject, got {type(by).__name__}")
+            _check_sync_period(by.sync_period, where)
+            _check_namespaces(by.namespaces, f"{where}.namespaces")
 
     def reflector_config(self) -> ReflectorConfig:
         return ReflectorConfig(
