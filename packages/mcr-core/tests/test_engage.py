@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -187,6 +188,48 @@ async def test_cluster_states_with_a_real_controller(manager: Manager, apiserver
         await asyncio.gather(engagement, return_exceptions=True)
         await _stop(manager, task)
         await dead.stop()
+
+
+async def test_a_kind_the_cluster_does_not_serve_is_reported_with_what_it_serves(
+    manager: Manager, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcr.builder import controller_managed_by
+
+    async def reconcile(req: Any) -> None:
+        return None
+
+    caplog.set_level(logging.WARNING, logger="mcr.controller")
+    # A wrong case and a missing version: neither is a kind the server serves.
+    controller_managed_by(manager).named("lower-case-kind").for_("v1/configmap").complete(reconcile)
+    controller_managed_by(manager).named("no-version").for_("apps/Deployment").complete(reconcile)
+    task = await _start(manager)
+    try:
+        local = await eventually(
+            lambda: next(
+                (
+                    i
+                    for i in manager.clusters()
+                    if i.name == "" and i.state == ClusterState.FAILED and i.error
+                ),
+                None,
+            ),
+            timeout=20,
+            message="the local cluster reported failed with an error",
+        )
+        await eventually(lambda: "apps/Deployment" in (manager.clusters()[0].error or ""), timeout=20)
+        error = manager.clusters()[0].error or ""
+        assert "Controller(lower-case-kind): watch of v1/configmap: no matches for kind v1/configmap" in error
+        assert "did you mean v1/ConfigMap?" in error
+        assert "v1 serves ConfigMap, " in error  # the kinds the server does serve there
+        assert "Controller(no-version): watch of apps/Deployment" in error
+        assert "'apps' is an API group, not a version" in error
+        assert "did you mean apps/v1/Deployment?" in error
+        assert local.running
+        logged = " ".join(r.getMessage() for r in caplog.records if "v1/configmap" in r.getMessage())
+        assert "did you mean v1/ConfigMap?" in logged
+        assert "Secret" in logged  # the log names the kinds of that group-version too
+    finally:
+        await _stop(manager, task)
 
 
 async def test_manager_starts_a_provider_and_resolves_its_clusters(

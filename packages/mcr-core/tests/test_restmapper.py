@@ -12,6 +12,7 @@ from mcr.cluster import Cluster
 from mcr.errors import NoKindMatchError
 from mcr.kinds import GVK, GVR
 from mcr.restmapper import RESTMapper
+from mcr.testing import eventually
 from mcr.transport import Transport
 
 GADGET_CRD: dict[str, Any] = {
@@ -120,3 +121,40 @@ async def test_identical_discovery_is_shared_between_clusters(fleet: Any, legacy
     finally:
         for c in configs:
             await c.stop()
+
+
+async def test_a_kind_not_served_is_reported_with_what_is_served_nearby(client: Client) -> None:
+    await client.create(GADGET_CRD)
+    mapper = RESTMapper(client.transport, min_refresh_interval=0.0)
+
+    async def crd_served() -> bool:
+        try:
+            await mapper.mapping(GVK("example.org", "v1", "Gadget"))
+        except NoKindMatchError:
+            return False
+        return True
+
+    await eventually(crd_served, message="the Gadget CRD served")  # a real server takes a moment
+
+    async def why(kind: object) -> str:
+        with pytest.raises(NoKindMatchError) as err:
+            await mapper.resolve(kind)
+        assert err.value.hint in str(err.value)
+        return str(err.value)
+
+    wrong_case = await why("example.org/v1/gadget")
+    assert (
+        "no matches for kind example.org/v1/gadget in cluster 'test': did you mean example.org/v1/Gadget?"
+        in (wrong_case)
+    )
+    assert "example.org/v1 serves Gadget" in wrong_case
+    assert "did you mean v1/ConfigMap?" in await why("v1/configmap")
+    assert "Secret" in await why("v1/configmap")
+    no_version = await why("example.org/Gadget")
+    assert "'example.org' is an API group, not a version" in no_version
+    assert "did you mean example.org/v1/Gadget?" in no_version
+    assert "did you mean apps/v1/Deployment?" in await why("apps/Deployment")
+    assert "the 'example.org' group is served at v1" in await why("example.org/v2/Gadget")
+    assert "did you mean apps/v1/Deployment?" in await why("v1/Deployment")
+    assert "the group 'nowhere.example' is not served" in await why("nowhere.example/v1/Thing")
+    assert "did you mean apps/v1/Deployment?" in await why("deployment")

@@ -19,15 +19,16 @@ __all__ = ["ClusterMetrics", "Engagement"]
 
 
 class Engagement:
-    """One cluster's engagement: its watch tasks and their states."""
+    """One cluster's engagement: its watch tasks, their states and the errors of failing ones."""
 
-    __slots__ = ("cluster", "name", "states", "superseded", "tasks")
+    __slots__ = ("cluster", "errors", "name", "states", "superseded", "tasks")
 
     def __init__(self, name: str, cluster: Cluster) -> None:
         self.name = name
         self.cluster = cluster
         self.tasks: dict[Kind, asyncio.Task[None]] = {}
         self.states: dict[Kind, str] = {}
+        self.errors: dict[Kind, str] = {}  # why each failing watch failed last
         self.superseded = asyncio.Event()
 
     def state(self) -> str:

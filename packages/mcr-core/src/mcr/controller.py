@@ -175,6 +175,14 @@ class Controller:
             for name, eng in self._engagements.items()
         }
 
+    def cluster_errors(self) -> dict[str, str]:
+        """Why the watches of each cluster in state ``failed`` fail (their last errors), by cluster."""
+        return {
+            name: "; ".join(eng.errors.values())
+            for name, eng in self._engagements.items()
+            if eng.errors and self._selects(name, eng.cluster)
+        }
+
     def cluster_state(self, name: str) -> str | None:
         """One cluster's entry of :meth:`clusters` (``None`` when not engaged), in O(watches).
 
@@ -300,6 +308,7 @@ class Controller:
                 raise
             except Exception as exc:  # noqa: BLE001  # any failure of one watch: retry it, keep the others
                 eng.states[src] = "failed"
+                eng.errors[src] = f"watch of {kind_name(src.kind)}: {str(exc) or type(exc).__name__}"
                 log.warning(
                     "watch of %s failed in cluster %r, retrying in %.1fs: %s",
                     kind_name(src.kind),
@@ -312,6 +321,7 @@ class Controller:
                 delay = min(delay * 2, longest)
                 continue
             eng.states[src] = "synced"
+            eng.errors.pop(src, None)
             log.debug(
                 "watching %s",
                 kind_name(src.kind),

@@ -114,13 +114,18 @@ class ClusterNotFoundError(MCRError, LookupError):
 
 
 class NoKindMatchError(MCRError, LookupError):
-    """No resource served by the cluster matches the kind (even after refreshing discovery)."""
+    """No resource served by the cluster matches the kind (even after refreshing discovery).
 
-    def __init__(self, what: str, *, cluster: str = "") -> None:
+    ``hint`` says what the cluster does serve nearby (the kinds of that group-version, a kind
+    whose name differs only in case, the versions of that group), when discovery tells.
+    """
+
+    def __init__(self, what: str, *, cluster: str = "", hint: str = "") -> None:
         self.what = what
         self.cluster = cluster
+        self.hint = hint
         where = f" in cluster {cluster!r}" if cluster else ""
-        super().__init__(f"no matches for kind {what}{where}")
+        super().__init__(f"no matches for kind {what}{where}" + (f": {hint}" if hint else ""))
 
 
 class APIError(MCRError):

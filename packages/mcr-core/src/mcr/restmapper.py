@@ -134,7 +134,7 @@ class RESTMapper:
             snap = await self._refresh_for_miss()
             found = snap.by_gvk.get(gvk)
         if found is None:
-            raise NoKindMatchError(str(gvk), cluster=self.transport.cluster_name)
+            raise NoKindMatchError(str(gvk), cluster=self.transport.cluster_name, hint=_hint(snap, gvk))
         return found
 
     async def resolve(self, kind_like: object) -> Mapping:
@@ -161,7 +161,9 @@ class RESTMapper:
                 matches.sort(key=lambda m: (m.gvk.group != "", m.gvk.group))
                 return matches[0]
         what = f"{group}/{kind}" if group else kind
-        raise NoKindMatchError(what, cluster=self.transport.cluster_name)
+        raise NoKindMatchError(
+            what, cluster=self.transport.cluster_name, hint=_hint(snap, GVK(group or "", "", kind), bare=True)
+        )
 
     async def kind_for(self, gvr: GVR) -> GVK:
         """The kind served at ``gvr`` (a plural resource); refreshes once if unknown."""
@@ -285,6 +287,64 @@ class RESTMapper:
                 "discovery of %s failed: %s", path, exc, extra={"cluster": self.transport.cluster_name}
             )
             return None
+
+
+_MAX_LISTED = 40
+
+
+def _listing(kinds: Iterable[str]) -> str:
+    names = sorted(set(kinds))
+    more = len(names) - _MAX_LISTED
+    shown = ", ".join(names[:_MAX_LISTED])
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _hint(snap: _Snapshot, gvk: GVK, *, bare: bool = False) -> str:
+    """What ``snap`` serves near ``gvk``, for the message of a kind it does not serve.
+
+    ``bare``: only the kind (and perhaps the group) was given, any version would do.
+    """
+    kinds_in: dict[tuple[str, str], set[str]] = {}
+    versions: dict[str, list[str]] = {}
+    for m in snap.by_gvk.values():
+        kinds_in.setdefault((m.gvk.group, m.gvk.version), set()).add(m.gvk.kind)
+        in_group = versions.setdefault(m.gvk.group, [])
+        if m.gvk.version not in in_group:
+            in_group.append(m.gvk.version)
+
+    def spelled_alike(group: str | None) -> str:
+        """``did you mean ...?`` for served kinds named like ``gvk.kind`` but for case ("" if none)."""
+        wanted = gvk.kind.lower()
+        found = sorted(
+            str(ms[0].gvk)
+            for (g, k), ms in snap.by_group_kind.items()
+            if k.lower() == wanted and (group is None or g == group)
+        )
+        return f"did you mean {' or '.join(found)}? " if found else ""
+
+    def group_kinds(group: str) -> str:
+        return _listing(k for (g, _), ks in kinds_in.items() if g == group for k in ks)
+
+    if bare:
+        if gvk.group and gvk.group not in versions:
+            return f"{spelled_alike(None)}the group {gvk.group!r} is not served".strip()
+        return (spelled_alike(gvk.group or None) or spelled_alike(None)).strip()
+    if not gvk.group and gvk.version in versions and gvk.version not in versions[""]:
+        # "apps/Deployment" reads as version "apps" of the core group, but "apps" is a group.
+        return (
+            f"{gvk.version!r} is an API group, not a version (name kinds '<group>/<version>/<kind>'): "
+            f"{spelled_alike(gvk.version) or f'it serves {group_kinds(gvk.version)}'}"
+        ).strip()
+    alike = spelled_alike(gvk.group) or spelled_alike(None)
+    served = kinds_in.get((gvk.group, gvk.version))
+    if served is not None:
+        return f"{alike}{gvk.api_version} serves {_listing(served)}"
+    if gvk.group in versions:
+        name = repr(gvk.group) if gvk.group else "core"
+        return f"{alike}the {name} group is served at {', '.join(versions[gvk.group])}"
+    if gvk.group:
+        return f"{alike}the group {gvk.group!r} is not served".strip()
+    return f"{alike}the core group has no version {gvk.version!r}".strip()
 
 
 def _from_aggregated(group: str, version: str, res: dict[str, Any]) -> Mapping:

@@ -59,7 +59,11 @@ class ClusterState(enum.StrEnum):
 
 @dataclass(frozen=True)
 class ClusterInfo:
-    """A snapshot of one engaged cluster, as :meth:`mcr.manager.Manager.clusters` lists it."""
+    """A snapshot of one engaged cluster, as :meth:`mcr.manager.Manager.clusters` lists it.
+
+    ``error``: for a ``failed`` cluster, why its watches fail (each failing runnable's watches, with
+    the error they last got); otherwise the last error of an aware runnable's ``engage``, if any.
+    """
 
     name: str
     cluster: Cluster
@@ -132,20 +136,37 @@ class Engagements:
     def infos(self) -> list[ClusterInfo]:
         # Each aware reports all its clusters at once: ask each once, not once per cluster.
         reports = [r() for r in (getattr(a, "clusters", None) for a in self._awares) if callable(r)]
+        failures: list[tuple[str, dict[str, str]]] = []
+        for aware in self._awares:
+            errors = getattr(aware, "cluster_errors", None)
+            if callable(errors):
+                failures.append((runnable_name(aware), errors()))
         standby = self._standby is not None and self._standby()
-        return [self._info(eng, reports, standby) for _, eng in sorted(self._table.items())]
+        return [self._info(eng, reports, failures, standby) for _, eng in sorted(self._table.items())]
 
     def task_count(self) -> int:
         """Tasks currently owned by the table (engagements and per-aware tasks); for leak checks."""
         return sum(1 + len(e.aware_tasks) for e in self._table.values())
 
-    def _info(self, eng: _Engagement, reports: list[dict[str, str]], standby: bool) -> ClusterInfo:
+    def _info(
+        self,
+        eng: _Engagement,
+        reports: list[dict[str, str]],
+        failures: list[tuple[str, dict[str, str]]],
+        standby: bool,
+    ) -> ClusterInfo:
         owner_of = getattr(self.coordinator, "owner_of", None)
+        state = self._state(eng, reports, standby)
+        error = eng.last_error
+        if state == ClusterState.FAILED:
+            # Why its watches fail now (a kind the cluster does not serve, a sync timeout, ...).
+            failing = [f"{name}: {errors[eng.name]}" for name, errors in failures if eng.name in errors]
+            error = "; ".join(failing) or error
         return ClusterInfo(
             name=eng.name,
             cluster=eng.cluster,
-            state=self._state(eng, reports, standby),
-            error=eng.last_error,
+            state=state,
+            error=error,
             engaged_at=eng.engaged_at,
             running=eng.running,
             owner=owner_of(eng.name) if callable(owner_of) and eng.name else None,
