@@ -82,6 +82,36 @@ async def test_ready_clusters_engage_and_a_rotated_kubeconfig_reengages(
         await provider.get("tenants/alpha")
 
 
+async def test_a_rotation_re_engages_an_engaged_cluster_whose_control_plane_is_not_ready(
+    management: Management, run: Any
+) -> None:
+    # An engaged Cluster whose control plane stops being ready stays engaged (as upstream); its
+    # kubeconfig Secret is still followed, so new credentials take effect at once.
+    m = management
+    await m.cluster("alpha")
+    await m.kubeconfig("alpha", m.servers[1])
+    provider = ClusterAPIProvider(cluster=m.admin)
+    aware = run(provider)
+    await eventually(lambda: "tenants/alpha" in aware.engaged, message="alpha engaged")
+    old = aware.engaged["tenants/alpha"]
+    await m.cluster("alpha", ready=False)
+    await m.kubeconfig("alpha", m.servers[2])
+    await eventually(
+        lambda: aware.engaged.get("tenants/alpha") not in (None, old), message="rotation while not ready"
+    )
+    assert aware.engaged["tenants/alpha"].config.host == m.servers[2].url
+    assert "tenants/alpha" not in reasons(provider)
+    # A Secret that breaks disengages it; a cluster that is not ready is not engaged anew.
+    await m.kubeconfig("alpha", m.servers[3], raw=b"clusters: [\n  - {")
+    await eventually(lambda: "tenants/alpha" not in aware.engaged, message="broken Secret disengages")
+    await m.kubeconfig("alpha", m.servers[3])
+    await eventually(lambda: "control plane is not initialized" in reasons(provider).get("tenants/alpha", ""))
+    assert "tenants/alpha" not in aware.engaged
+    await m.cluster("alpha")
+    await eventually(lambda: "tenants/alpha" in aware.engaged, message="engaged once ready again")
+    assert aware.engaged["tenants/alpha"].config.host == m.servers[3].url
+
+
 async def test_missing_or_broken_kubeconfigs_leave_the_others_alone(management: Management) -> None:
     m = management
     await m.cluster("good")

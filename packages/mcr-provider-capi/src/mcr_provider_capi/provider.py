@@ -11,8 +11,10 @@ named ``"<namespace>/<name>"``.
 Because the Secrets are watched, a rotated kubeconfig re-engages its cluster at once; a cluster is
 rebuilt only when the kubeconfig's bytes change (Cluster status updates keep the engaged cluster).
 A Cluster that is deleted or being deleted is disengaged; one that is not ready when first seen is
-not engaged until it is, and an engaged one that stops being ready stays engaged (its controllers
-back off while it is unreachable). A Cluster whose Secret is missing, has no ``value`` or holds an
+not engaged until it is. An engaged one that stops being ready stays engaged, as upstream keeps it
+(its controllers back off while it is unreachable), and its kubeconfig Secret is still followed: a
+rotation re-engages it with the new credentials at once, a Secret that breaks or goes disengages
+it, and it is engaged anew only once it is ready again. A Cluster whose Secret is missing, has no ``value`` or holds an
 unusable kubeconfig is reported — logged once naming the Secret, listed by
 :meth:`ClusterAPIProvider.problems` — and never affects the others; it is engaged as soon as the
 Secret is usable.
@@ -132,10 +134,11 @@ class ClusterAPIProvider(SourcedProvider):
         if obj["metadata"].get("deletionTimestamp"):
             await self.sourced.discard(name, why=f"Cluster {name} is being deleted")
             return
-        if not self._is_ready(obj):
-            if name not in self.sourced.names():
-                reason = "not ready (its control plane is not initialized)"
-                await self.sourced.reject(name, source=f"Cluster {name}", reason=reason)
+        if not self._is_ready(obj) and self.sourced.fingerprint_of(name) is None:
+            # Not engaged: wait until it is ready. An engaged one stays engaged while it is not
+            # ready, and still follows its Secret (a rotation must take effect either way).
+            reason = "not ready (its control plane is not initialized)"
+            await self.sourced.reject(name, source=f"Cluster {name}", reason=reason)
             return
         secret_name = f"{req.name}{_SUFFIX}"
         source = f"Secret {req.namespace}/{secret_name} key {SECRET_KEY!r}"
