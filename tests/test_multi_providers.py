@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import mcr
-from mcr.providers import MultiProvider
+from mcr.providers import MultiProvider, ProviderFailedError
 from mcr.testing import eventually
 from mcr_provider_kind import KindProvider
 from mcr_provider_kubeconfig import KubeconfigProvider, kubeconfig_secret
@@ -93,3 +93,67 @@ async def test_kind_and_kubeconfig_providers_side_by_side(kind: Path, fleet: Any
         mgr.stop()
         await asyncio.wait_for(runner, 30)
         await admin.stop()
+
+
+async def test_two_kubeconfig_providers_compose_without_naming_their_controllers(fleet: Any) -> None:
+    # A prod and a staging KubeconfigProvider, each reading Secrets of the same namespace on its
+    # own host: their default controller names must not clash in one process.
+    prod_host, staging_host, prod_member, staging_member = fleet(4).servers
+    admins = []
+    for host, name, member in ((prod_host, "eu", prod_member), (staging_host, "test", staging_member)):
+        admin = mcr.Cluster.from_kubeconfig(host.kubeconfig, name=f"admin-{name}")
+        admins.append(admin)
+        await admin.api_reader.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleet"}}
+        )
+        await admin.api_reader.create(kubeconfig_secret(name, "fleet", yaml.safe_dump(member.kubeconfig)))
+    prod = KubeconfigProvider("fleet", cluster=admins[0])
+    staging = KubeconfigProvider("fleet", cluster=admins[1])
+    multi = MultiProvider()
+    await multi.add_provider("prod", prod)
+    await multi.add_provider("staging", staging)
+    mgr = mcr.Manager(provider=multi, metrics_bind_address="0")
+    seen: set[tuple[str, str]] = set()
+
+    async def reconcile(req: mcr.Request) -> None:
+        seen.add((req.cluster_name, req.name))
+
+    mcr.controller_managed_by(mgr).named("prod-and-staging").for_("v1/ConfigMap").complete(reconcile)
+    runner = asyncio.create_task(mgr.start(handle_signals=False))
+    try:
+        await eventually(
+            lambda: {"prod#eu", "staging#test"} <= {i.name for i in mgr.clusters()} or runner.done(),
+            timeout=30,
+        )
+        assert not runner.done(), runner.exception()
+        assert (prod.controller_name, staging.controller_name) == (
+            "prod#kubeconfig-provider-fleet",
+            "staging#kubeconfig-provider-fleet",
+        )
+        assert multi.failures() == {}
+        for name in ("prod#eu", "staging#test"):
+            await (await mgr.get_cluster(name)).client.create(configmap(f"in-{name.split('#')[1]}"))
+        await eventually(lambda: {("prod#eu", "in-eu"), ("staging#test", "in-test")} <= seen, timeout=30)
+    finally:
+        mgr.stop()
+        await asyncio.wait_for(runner, 30)
+        for admin in admins:
+            await admin.stop()
+
+
+async def test_a_provider_that_cannot_start_fails_the_manager_it_was_composed_into(fleet: Any) -> None:
+    # Two providers given the same controller name explicitly: the second cannot start. The
+    # multi provider does not run on with part of the fleet missing: the manager's start fails,
+    # naming the provider.
+    (host,) = fleet(1).servers
+    multi = MultiProvider()
+    await multi.add_provider("prod", KubeconfigProvider("fleet", controller_name="fleet-secrets"))
+    await multi.add_provider("staging", KubeconfigProvider("other", controller_name="fleet-secrets"))
+    mgr = mcr.Manager(
+        mcr.RestConfig.from_kubeconfig(host.kubeconfig), provider=multi, metrics_bind_address="0"
+    )
+    with pytest.raises(
+        ProviderFailedError, match="controller with name 'fleet-secrets' already exists"
+    ) as err:
+        await asyncio.wait_for(mgr.start(handle_signals=False), 30)
+    assert err.value.provider_name in ("prod", "staging")

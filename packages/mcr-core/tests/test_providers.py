@@ -15,8 +15,9 @@ import pytest
 from mcr.cluster import Cluster
 from mcr.config import RestConfig
 from mcr.errors import ClusterNotFoundError
+from mcr.manager import Manager
 from mcr.multicluster import Provider, ProviderRunnable
-from mcr.providers import ClustersProvider, MultiProvider, NopProvider, SingleProvider
+from mcr.providers import ClustersProvider, MultiProvider, NopProvider, ProviderFailedError, SingleProvider
 from mcr.testing import RecordingAware, check_provider, eventually
 from mcr.testing.conformance import cache_index_probe, index_extract
 
@@ -243,17 +244,75 @@ async def test_multi_removal_disengages_even_if_member_leaks(make_cluster: MakeC
     assert leaky.leaked.cancelled()
 
 
-async def test_multi_member_that_stops_is_removed(running: Any, caplog: pytest.LogCaptureFixture) -> None:
-    class Quitter(NopProvider):
-        async def start(self, aware: Any) -> None:
-            raise RuntimeError("gave up")
+class Quitter(NopProvider):
+    """A member whose start fails at once."""
 
+    async def start(self, aware: Any) -> None:
+        raise RuntimeError("gave up")
+
+
+async def test_multi_required_member_that_fails_fails_the_multi_provider(
+    make_cluster: MakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    fine = ClustersProvider()
+    await fine.add("c", make_cluster("c"))
     multi = MultiProvider()
+    await multi.add_provider("fine", fine)
     await multi.add_provider("quitter", Quitter())
-    with caplog.at_level(logging.ERROR, logger="mcr.providers"):
-        running(multi, RecordingAware())
-        await eventually(lambda: multi.provider_names() == [])
-    assert any("'quitter'" in r.getMessage() for r in caplog.records)
+    aware = RecordingAware()
+    with (
+        caplog.at_level(logging.ERROR, logger="mcr.providers"),
+        pytest.raises(
+            ProviderFailedError,
+            match="provider 'quitter' of the multi provider failed: RuntimeError: gave up",
+        ) as err,
+    ):
+        await asyncio.wait_for(multi.start(aware), 20)
+    assert err.value.provider_name == "quitter"
+    assert isinstance(err.value.__cause__, RuntimeError)
+    # Every other member was stopped and its clusters disengaged before start raised.
+    assert aware.engaged == {}
+    assert all(e.ended for e in aware.engagements("fine#c"))
+    assert any("'quitter'" in r.getMessage() and "gave up" in r.getMessage() for r in caplog.records)
+    assert multi.failures() == {"quitter": "RuntimeError: gave up"}
+
+
+async def test_multi_optional_member_that_fails_is_reported_not_dropped_silently(
+    make_cluster: MakeCluster, running: Any
+) -> None:
+    class Returner(NopProvider):
+        async def start(self, aware: Any) -> None:
+            return None
+
+    fine = ClustersProvider()
+    await fine.add("c", make_cluster("c"))
+    multi = MultiProvider()
+    await multi.add_provider("fine", fine)
+    mgr = Manager(provider=multi, metrics_bind_address="0")
+    assert await mgr.readyz.run("provider") is None
+    aware = RecordingAware()
+    task = running(multi, aware)
+    await eventually(lambda: "fine#c" in aware.engaged)
+    await multi.add_provider("quitter", Quitter(), required=False)
+    await multi.add_provider("returner", Returner(), required=False)
+    await eventually(lambda: len(multi.failures()) == 2, message="both failures recorded")
+    assert multi.failures() == {
+        "quitter": "RuntimeError: gave up",
+        "returner": "its start() returned while it should run until cancelled",
+    }
+    assert multi.provider_names() == ["fine"]
+    # The manager's readiness shows it, naming the providers; the rest of the fleet runs on.
+    why = await mgr.readyz.run("provider")
+    assert why is not None
+    assert "provider 'quitter' failed: RuntimeError: gave up" in why
+    assert "'returner'" in why
+    assert not task.done()
+    assert "fine#c" in aware.engaged
+    # Removing (or adding again) a failed member forgets its failure.
+    assert await multi.remove_provider("quitter") is False
+    await multi.add_provider("returner", NopProvider(), required=False)
+    assert multi.failures() == {}
+    assert await mgr.readyz.run("provider") is None
 
 
 async def test_multi_indexes_apply_to_later_providers(make_cluster: MakeCluster, running: Any) -> None:

@@ -34,6 +34,8 @@ def test_options_readiness_and_registration() -> None:
     assert isinstance(provider, Provider)
     assert isinstance(provider, ProviderRunnable)
     assert provider.controller_name == "cluster-api-provider"
+    assert ClusterAPIProvider(namespace="tenants").controller_name == "cluster-api-provider-tenants"
+    assert ClusterAPIProvider(controller_name="mine").controller_name == "mine"
     assert control_plane_initialized({"status": {"initialization": {"controlPlaneInitialized": True}}})
     assert not control_plane_initialized({"status": {"initialization": {"controlPlaneInitialized": False}}})
     assert not control_plane_initialized({"status": {}})

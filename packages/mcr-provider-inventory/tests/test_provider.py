@@ -48,8 +48,13 @@ def test_needs_exactly_one_strategy() -> None:
         ClusterProfileProvider()
     with pytest.raises(ValueError, match="exactly one credential strategy"):
         ClusterProfileProvider(consumer_name="c", access_providers={"providers": []})
-    with pytest.raises(ValueError, match="consumer_name must not be empty"):
+    with pytest.raises(ValueError, match=r"consumer_name '' cannot be .*: it is empty"):
         ClusterProfileProvider(consumer_name="")
+    with pytest.raises(ValueError, match="consumer_name 'a b' cannot be the value of the label"):
+        ClusterProfileProvider(consumer_name="a b")
+    assert ClusterProfileProvider(consumer_name="c", namespace="fleet").controller_name == (
+        "cluster-inventory-api-provider-fleet"
+    )
     provider = ClusterProfileProvider(consumer_name="c")
     assert isinstance(provider, Provider)
     assert isinstance(provider, ProviderRunnable)

@@ -35,8 +35,14 @@ def test_options_and_registration() -> None:
     assert (provider.label, provider.key, provider.controller_name) == (
         "sigs.k8s.io/multicluster-runtime-kubeconfig",
         "kubeconfig",
-        "kubeconfig-provider",
+        "kubeconfig-provider-fleet",
     )
+    with pytest.raises(
+        ValueError, match=r"label 'not a key' is not a valid label key: the name 'not a key' must"
+    ):
+        KubeconfigProvider("fleet", label="not a key")
+    with pytest.raises(ValueError, match=r"label 'Example.com/x' is not a valid label key: the prefix"):
+        KubeconfigProvider("fleet", label="Example.com/x")
     entry = mcr.plugins.load_registry().info("kubeconfig")
     assert (entry.distribution, entry.version) == ("mcr-provider-kubeconfig", __version__)
     built = mcr.providers.create("kubeconfig", namespace="fleet", key="config")

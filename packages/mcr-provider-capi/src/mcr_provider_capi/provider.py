@@ -14,8 +14,8 @@ A Cluster that is deleted or being deleted is disengaged; one that is not ready 
 not engaged until it is. An engaged one that stops being ready stays engaged, as upstream keeps it
 (its controllers back off while it is unreachable), and its kubeconfig Secret is still followed: a
 rotation re-engages it with the new credentials at once, a Secret that breaks or goes disengages
-it, and it is engaged anew only once it is ready again. A Cluster whose Secret is missing, has no ``value`` or holds an
-unusable kubeconfig is reported — logged once naming the Secret, listed by
+it, and it is engaged anew only once it is ready again. A Cluster whose Secret is missing, has no
+``value`` or holds an unusable kubeconfig is reported — logged once naming the Secret, listed by
 :meth:`ClusterAPIProvider.problems` — and never affects the others; it is engaged as soon as the
 Secret is usable.
 """
@@ -33,7 +33,13 @@ from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.providers import SourcedProvider, fingerprint, host_cluster, refuse_local_credentials
+from mcr.providers import (
+    SourcedProvider,
+    controller_name_for,
+    fingerprint,
+    host_cluster,
+    refuse_local_credentials,
+)
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
@@ -68,8 +74,11 @@ class ClusterAPIProvider(SourcedProvider):
     ``namespace`` limits the Clusters (and Secrets) watched to one namespace (default: all).
     ``is_ready(obj)`` decides when a Cluster is engaged. ``cluster`` is the management cluster
     (default: the manager's local cluster); the provider reads it through a private cache and never
-    stops it. ``controller_name`` names the private controller; ``cluster_options`` are passed to
-    each :class:`mcr.Cluster` and ``cluster_factory(config, name)`` replaces that call.
+    stops it. ``controller_name`` names the private controller (metrics, logs); by default
+    ``cluster-api-provider`` (``-<namespace>`` when limited to one), prefixed with its member name
+    in a :class:`~mcr.providers.MultiProvider` so providers composed in one fleet never clash; a
+    name given explicitly is used as is. ``cluster_options`` are passed to each
+    :class:`mcr.Cluster` and ``cluster_factory(config, name)`` replaces that call.
 
     Constructed directly or through ``mcr.providers.create("capi", ...)``.
     """
@@ -80,13 +89,18 @@ class ClusterAPIProvider(SourcedProvider):
         namespace: str | None = None,
         is_ready: IsReady = control_plane_initialized,
         cluster: Cluster | None = None,
-        controller_name: str = "cluster-api-provider",
+        controller_name: str | None = None,
         cluster_options: Mapping[str, Any] | None = None,
         cluster_factory: ClusterFactory | None = None,
         allow_local_credentials: bool = False,
     ) -> None:
         self.namespace = namespace
-        self.controller_name = controller_name
+        self._explicit_name = controller_name
+        self._default_name = controller_name or (
+            f"cluster-api-provider-{namespace}" if namespace else "cluster-api-provider"
+        )
+        self.controller_name = self._default_name
+        """The private controller's name (the one in use while the provider runs)."""
         self._is_ready = is_ready
         self._management = cluster
         self.allow_local_credentials = allow_local_credentials
@@ -113,6 +127,7 @@ class ClusterAPIProvider(SourcedProvider):
                 "v1/Secret": ByObject(label_selector=CLUSTER_NAME_LABEL, transform=_kubeconfig_secrets_only)
             },
         )
+        self.controller_name = controller_name_for(aware, self._default_name, self._explicit_name)
         view = Cluster(management.config, name=f"{self.controller_name}-management", cache_options=options)
         controller = Controller(self.controller_name, self._reconcile, need_leader_election=False)
         controller.watch(Kind(CLUSTER, engage_provider=False))

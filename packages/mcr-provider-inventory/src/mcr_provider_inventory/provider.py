@@ -33,12 +33,19 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache import ByObject, CacheOptions, NamespaceConfig
+from mcr.cache.selectors import label_value_problem
 from mcr.cluster import Cluster
 from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.providers import SourcedProvider, fingerprint, host_cluster, refuse_local_credentials
+from mcr.providers import (
+    SourcedProvider,
+    controller_name_for,
+    fingerprint,
+    host_cluster,
+    refuse_local_credentials,
+)
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
@@ -87,9 +94,11 @@ class ClusterProfileProvider(SourcedProvider):
     ``consumer_name`` (the Secret strategy). ``namespace`` limits the profiles (and Secrets) watched
     to one namespace (default: all). ``cluster`` is the hub (default: the manager's local cluster);
     the provider reads it through a private cache of its own and never stops it.
-    ``controller_name`` names the private controller (its metrics and logs); two providers in one
-    process need different names. ``cluster_options`` are passed to each :class:`mcr.Cluster`;
-    ``cluster_factory(config, name)`` replaces that call altogether.
+    ``controller_name`` names the private controller (its metrics and logs); by default
+    ``cluster-inventory-api-provider`` (``-<namespace>`` when limited to one), prefixed with its
+    member name in a :class:`~mcr.providers.MultiProvider` so providers composed in one fleet
+    never clash; a name given explicitly is used as is. ``cluster_options`` are passed to each
+    :class:`mcr.Cluster`; ``cluster_factory(config, name)`` replaces that call altogether.
 
     Constructed directly or through ``mcr.providers.create("inventory", ...)``.
     """
@@ -102,7 +111,7 @@ class ClusterProfileProvider(SourcedProvider):
         namespace: str | None = None,
         is_ready: IsReady = control_plane_healthy,
         cluster: Cluster | None = None,
-        controller_name: str = "cluster-inventory-api-provider",
+        controller_name: str | None = None,
         cluster_options: Mapping[str, Any] | None = None,
         cluster_factory: ClusterFactory | None = None,
         allow_local_credentials: bool = False,
@@ -112,8 +121,13 @@ class ClusterProfileProvider(SourcedProvider):
                 "ClusterProfileProvider needs exactly one credential strategy: "
                 "access_providers=... (KEP-5339 exec plugins) or consumer_name=... (kubeconfig Secrets)"
             )
-        if consumer_name is not None and not consumer_name:
-            raise ValueError("consumer_name must not be empty")
+        if consumer_name is not None:
+            problem = label_value_problem(consumer_name) if consumer_name else "it is empty"
+            if problem is not None:
+                raise ValueError(
+                    f"ClusterProfileProvider: consumer_name {consumer_name!r} cannot be the value of "
+                    f"the label {CONSUMER_LABEL}: {problem}"
+                )
         self._access_source = access_providers
         self.access_providers: AccessProviders | None = (
             access_providers if isinstance(access_providers, AccessProviders) else None
@@ -122,7 +136,12 @@ class ClusterProfileProvider(SourcedProvider):
             self.access_providers = AccessProviders.from_dict(access_providers)
         self.consumer_name = consumer_name
         self.namespace = namespace
-        self.controller_name = controller_name
+        self._explicit_name = controller_name
+        self._default_name = controller_name or (
+            f"cluster-inventory-api-provider-{namespace}" if namespace else "cluster-inventory-api-provider"
+        )
+        self.controller_name = self._default_name
+        """The private controller's name (the one in use while the provider runs)."""
         self._is_ready = is_ready
         self._hub = cluster
         self.allow_local_credentials = allow_local_credentials
@@ -147,6 +166,7 @@ class ClusterProfileProvider(SourcedProvider):
         if self.access_providers is None and self._access_source is not None:
             path = os.fspath(self._access_source)  # type: ignore[arg-type]
             self.access_providers = await asyncio.to_thread(AccessProviders.from_file, path)
+        self.controller_name = controller_name_for(aware, self._default_name, self._explicit_name)
         view = Cluster(hub.config, name=f"{self.controller_name}-hub", cache_options=self._cache_options())
         controller = Controller(self.controller_name, self._reconcile, need_leader_election=False)
         controller.watch(Kind(CLUSTER_PROFILE, engage_provider=False))

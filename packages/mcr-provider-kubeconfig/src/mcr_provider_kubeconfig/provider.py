@@ -23,11 +23,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache import ByObject, CacheOptions, NamespaceConfig
+from mcr.cache.selectors import label_key_problem
 from mcr.cluster import Cluster
 from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
-from mcr.providers import SourcedProvider, fingerprint, host_cluster, refuse_local_credentials
+from mcr.providers import (
+    SourcedProvider,
+    controller_name_for,
+    fingerprint,
+    host_cluster,
+    refuse_local_credentials,
+)
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
@@ -74,7 +81,10 @@ class KubeconfigProvider(SourcedProvider):
     ``label``: the label marking those Secrets (value ``"true"``); ``key``: their data key.
     ``cluster`` is the host holding the Secrets (default: the manager's local cluster); the
     provider reads it through a private cache and never stops it. ``controller_name`` names the
-    private controller (metrics, logs); two providers in one process need different names.
+    private controller (metrics, logs); by default ``kubeconfig-provider-<namespace>``, prefixed
+    with its member name when it runs in a :class:`~mcr.providers.MultiProvider`
+    (``prod#kubeconfig-provider-fleet``), so providers composed in one fleet never clash. A name
+    given explicitly is used as is (controller names are unique per process).
     ``cluster_options`` are passed to each :class:`mcr.Cluster`; ``cluster_factory(config, name)``
     replaces that call altogether.
 
@@ -88,21 +98,25 @@ class KubeconfigProvider(SourcedProvider):
         label: str = DEFAULT_LABEL,
         key: str = DEFAULT_KEY,
         cluster: Cluster | None = None,
-        controller_name: str = "kubeconfig-provider",
+        controller_name: str | None = None,
         cluster_options: Mapping[str, Any] | None = None,
         cluster_factory: ClusterFactory | None = None,
         allow_local_credentials: bool = False,
     ) -> None:
         if not namespace:
             raise ValueError("KubeconfigProvider needs the namespace of its kubeconfig Secrets")
-        if not label:
-            raise ValueError("label must not be empty")
+        problem = label_key_problem(label)
+        if problem is not None:
+            raise ValueError(f"KubeconfigProvider: label {label!r} is not a valid label key: {problem}")
         if not key:
             raise ValueError("key must not be empty")
         self.namespace = namespace
         self.label = label
         self.key = key
-        self.controller_name = controller_name
+        self._explicit_name = controller_name
+        self.controller_name = controller_name or f"kubeconfig-provider-{namespace}"
+        """The private controller's name (the one in use while the provider runs)."""
+        self._default_name = self.controller_name
         self._host = cluster
         self.allow_local_credentials = allow_local_credentials
         super().__init__(
@@ -128,6 +142,7 @@ class KubeconfigProvider(SourcedProvider):
             default_namespaces={self.namespace: NamespaceConfig()},
             by_object={"v1/Secret": ByObject(label_selector=f"{self.label}=true")},
         )
+        self.controller_name = controller_name_for(aware, self._default_name, self._explicit_name)
         view = Cluster(host.config, name=f"{self.controller_name}-host", cache_options=options)
         controller = Controller(self.controller_name, self._reconcile, need_leader_election=False)
         controller.watch(Kind("v1/Secret", engage_provider=False))

@@ -96,7 +96,8 @@ class Manager:
 
     ``config``: the local cluster (engaged as ``""``); ``None`` runs without one (a provider only;
     leader election then cannot be used). ``provider``: discovers clusters; a
-    :class:`~mcr.multicluster.ProviderRunnable` is started by the manager itself.
+    :class:`~mcr.multicluster.ProviderRunnable` is started by the manager itself; a provider with a
+    ``check_ready()`` (e.g. :class:`~mcr.providers.MultiProvider`) is the ``/readyz`` check ``provider``.
     ``coordinator``: decides which clusters this replica runs (default: all).
     ``cluster_options``: keyword arguments for the local :class:`~mcr.cluster.Cluster`.
 
@@ -174,6 +175,10 @@ class Manager:
         """Set once this replica may run leader-election runnables (at start without leader election)."""
         self.healthz = ProbeSet("healthz")
         self.readyz = ProbeSet("readyz")
+        # A provider that can tell whether all of it runs (a multi provider's failed members).
+        provider_check = getattr(provider, "check_ready", None)
+        if callable(provider_check):
+            self.readyz.add("provider", provider_check)
         self._departed = (
             None
             if metrics_cluster_retention is None

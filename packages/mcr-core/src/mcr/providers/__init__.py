@@ -10,8 +10,8 @@ from typing import Any
 
 from mcr.providers._tasks import cancel_and_wait
 from mcr.providers.clusters import Clusters, ClustersProvider
-from mcr.providers.host import host_cluster, run_controller, run_sourced
-from mcr.providers.multi import MultiProvider
+from mcr.providers.host import controller_name_for, host_cluster, run_controller, run_sourced
+from mcr.providers.multi import MultiProvider, ProviderFailedError
 from mcr.providers.nop import NopProvider
 from mcr.providers.registry import ProviderInfo, UnknownProviderError
 from mcr.providers.single import SingleProvider
@@ -29,6 +29,7 @@ __all__ = [
     "MultiProvider",
     "NopProvider",
     "Problem",
+    "ProviderFailedError",
     "ProviderInfo",
     "SingleProvider",
     "SourcedClusters",
@@ -36,6 +37,7 @@ __all__ = [
     "UnknownProviderError",
     "available",
     "cancel_and_wait",
+    "controller_name_for",
     "create",
     "fingerprint",
     "host_cluster",

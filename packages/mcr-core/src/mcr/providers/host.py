@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mcr.multicluster import Aware
     from mcr.providers.sourced import SourcedClusters
 
-__all__ = ["host_cluster", "run_controller", "run_sourced"]
+__all__ = ["controller_name_for", "host_cluster", "run_controller", "run_sourced"]
 
 
 def host_cluster(aware: Any, explicit: Cluster | None, *, provider: str) -> Cluster:
@@ -46,6 +46,21 @@ def host_cluster(aware: Any, explicit: Cluster | None, *, provider: str) -> Clus
     if not isinstance(local, Cluster):
         raise TypeError(f"the {provider} provider: local_cluster of {aware!r} is not an mcr.Cluster")
     return local
+
+
+def controller_name_for(aware: Any, default: str, explicit: str | None = None) -> str:
+    """The name of a provider's private controller, unique among the providers of one fleet.
+
+    ``explicit`` (the user's ``controller_name=``) is used as given. Otherwise ``default`` — which
+    the provider derives from what sets the instance apart (its namespace, say) — is prefixed with
+    the ``cluster_name_prefix`` of the aware it was started with: a member ``prod`` of a
+    :class:`~mcr.providers.MultiProvider` runs ``"prod#<default>"``, so two providers of one kind
+    composed in one fleet never clash on the name (controller names are unique per process).
+    """
+    if explicit:
+        return explicit
+    prefix = getattr(aware, "cluster_name_prefix", "")
+    return f"{prefix}{default}" if isinstance(prefix, str) else default
 
 
 async def run_controller(controller: Controller, cluster: Cluster, *, name: str = LOCAL_CLUSTER) -> None:
