@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import copy
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
+import yaml
 
 import mcr
 import mcr.plugins
 import mcr.providers
 from mcr.errors import ClusterNotFoundError
 from mcr.multicluster import Provider, ProviderRunnable
+from mcr.predicate import LabelSelectorPredicate
 from mcr.testing import check_provider, eventually
 from mcr_provider_capi import (
     CLUSTER,
@@ -225,3 +230,150 @@ async def test_conformance(management: Management) -> None:
     await check_provider(
         provider, existing=["tenants/existing"], add_cluster=add, change_cluster=change, remove_cluster=remove
     )
+
+
+WORKLOAD = "provisioning.example.com/v1/Workload"
+WORKLOAD_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "workloads.provisioning.example.com"},
+    "spec": {
+        "group": "provisioning.example.com",
+        "scope": "Namespaced",
+        "names": {
+            "plural": "workloads",
+            "singular": "workload",
+            "kind": "Workload",
+            "listKind": "WorkloadList",
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+def test_invalid_options_are_refused_when_given() -> None:
+    with pytest.raises(ValueError, match="object_to_watch 'a/b/c/d'"):
+        ClusterAPIProvider(object_to_watch="a/b/c/d")
+    with pytest.raises(TypeError, match="predicates: 'fleet=yes' is not a predicate"):
+        ClusterAPIProvider(predicates=["fleet=yes"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="get_kubeconfig 'x' is not callable"):
+        ClusterAPIProvider(get_kubeconfig="x")  # type: ignore[arg-type]
+
+
+async def test_another_kind_with_its_own_kubeconfig_lookup(management: Management, run: Any) -> None:
+    # A provisioner's own kind names the Secret (of its own layout) holding each cluster's
+    # kubeconfig: object_to_watch, is_ready and get_kubeconfig say so.
+    m = management
+    await m.admin.api_reader.create(copy.deepcopy(WORKLOAD_CRD))
+
+    async def served() -> bool:
+        try:
+            await m.admin.api_reader.list(WORKLOAD, namespace="tenants")
+        except Exception:  # noqa: BLE001 -- not served yet
+            return False
+        return True
+
+    await eventually(served, message="Workload CRD served")
+
+    async def secret(name: str, server: Any) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": "tenants"},
+            "data": {"config": base64.b64encode(yaml.safe_dump(server.kubeconfig).encode()).decode()},
+        }
+        await m.admin.api_reader.apply(body, field_manager="capi-test", force=True)
+
+    async def workload(name: str, secret_name: str, *, ready: bool = True) -> None:
+        body = {
+            "apiVersion": "provisioning.example.com/v1",
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": "tenants"},
+            "spec": {"secretName": secret_name},
+            "status": {"phase": "Running" if ready else "Provisioning"},
+        }
+        await m.admin.api_reader.apply(body, field_manager="capi-test", force=True)
+
+    lookups: list[str] = []
+
+    async def get_kubeconfig(management_cluster: mcr.Cluster, obj: Mapping[str, Any]) -> str:
+        meta = obj["metadata"]
+        lookups.append(meta["name"])
+        found = await management_cluster.api_reader.get(
+            "v1/Secret", obj["spec"]["secretName"], namespace=meta["namespace"]
+        )
+        return base64.b64decode(found["data"]["config"]).decode()
+
+    await secret("w1-access", m.servers[1])
+    await workload("w1", "w1-access")
+    await workload("w2", "w2-access")  # its Secret does not exist yet
+    await workload("w3", "w1-access", ready=False)
+    provider = ClusterAPIProvider(
+        cluster=m.admin,
+        namespace="tenants",
+        object_to_watch=WORKLOAD,
+        is_ready=lambda obj: obj.get("status", {}).get("phase") == "Running",
+        get_kubeconfig=get_kubeconfig,
+    )
+    assert "Workload" in repr(provider)
+    aware = run(provider)
+    await eventually(lambda: "tenants/w1" in aware.engaged, message="w1 engaged")
+    assert aware.engaged["tenants/w1"].config.host == m.servers[1].url
+    await eventually(lambda: "tenants/w2" in reasons(provider), message="w2's failing lookup reported")
+    assert reasons(provider)["tenants/w2"].startswith("Workload tenants/w2 (get_kubeconfig)")
+    assert "failed, retried with backoff" in reasons(provider)["tenants/w2"]
+    assert "not ready" in reasons(provider)["tenants/w3"]
+    assert "tenants/w3" not in aware.engaged
+    # The lookup is retried with backoff: once the Secret exists, w2 is engaged.
+    await secret("w2-access", m.servers[2])
+    await eventually(lambda: "tenants/w2" in aware.engaged, message="w2 engaged once its lookup succeeds")
+    assert aware.engaged["tenants/w2"].config.host == m.servers[2].url
+    # Pointing w1 at other credentials re-engages it; a status update alone keeps it.
+    w1 = aware.engaged["tenants/w1"]
+    await workload("w1", "w2-access")
+    await eventually(lambda: aware.engaged.get("tenants/w1") not in (None, w1), message="w1 re-engaged")
+    assert aware.engaged["tenants/w1"].config.host == m.servers[2].url
+    # The objects of the kind are the clusters: deleting one disengages it.
+    await m.admin.api_reader.delete(WORKLOAD, "w2", namespace="tenants")
+    await eventually(lambda: "tenants/w2" not in aware.engaged, message="deleted Workload disengaged")
+    assert "w3" not in lookups  # a Workload that is not ready is not looked up
+
+
+async def test_predicates_choose_which_clusters_are_engaged(management: Management, run: Any) -> None:
+    m = management
+
+    async def label(name: str, value: str | None) -> None:
+        patch = {"metadata": {"labels": {"fleet": value}}}
+        await m.admin.api_reader.patch(CLUSTER, name, patch, namespace="tenants")
+
+    for name, server in (("alpha", m.servers[1]), ("beta", m.servers[2])):
+        await m.cluster(name)
+        await m.kubeconfig(name, server)
+    await label("alpha", "yes")
+    provider = ClusterAPIProvider(cluster=m.admin, predicates=[LabelSelectorPredicate("fleet=yes")])
+    aware = run(provider)
+    await eventually(lambda: "tenants/alpha" in aware.engaged, message="alpha engaged")
+    # beta is filtered out: not engaged, not a problem, not even when its Secret changes.
+    await m.kubeconfig("beta", m.servers[3])
+    await m.cluster("alpha")  # a status write reconciles alpha: it stays as it is
+    alpha = aware.engaged["tenants/alpha"]
+    await m.kubeconfig("alpha", m.servers[3])
+    await eventually(lambda: aware.engaged.get("tenants/alpha") not in (None, alpha), message="alpha rotated")
+    assert "tenants/beta" not in aware.engaged
+    assert "tenants/beta" not in reasons(provider)
+    # Selected later: engaged. Deselected: disengaged.
+    await label("beta", "yes")
+    await eventually(lambda: "tenants/beta" in aware.engaged, message="beta engaged once selected")
+    assert aware.engaged["tenants/beta"].config.host == m.servers[3].url
+    await label("alpha", None)
+    await eventually(lambda: "tenants/alpha" not in aware.engaged, message="alpha disengaged once deselected")
+    assert "tenants/beta" in aware.engaged

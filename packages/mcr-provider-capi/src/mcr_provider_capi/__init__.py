@@ -8,6 +8,8 @@ from mcr_provider_capi.provider import (
     CLUSTER_NAME_LABEL,
     SECRET_KEY,
     ClusterAPIProvider,
+    GetKubeconfig,
+    IsReady,
     control_plane_initialized,
 )
 
@@ -19,6 +21,8 @@ __all__ = [
     "CLUSTER_NAME_LABEL",
     "SECRET_KEY",
     "ClusterAPIProvider",
+    "GetKubeconfig",
+    "IsReady",
     "__version__",
     "control_plane_initialized",
 ]
