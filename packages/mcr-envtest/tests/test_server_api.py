@@ -1,5 +1,5 @@
 """The public API: Server in the test's loop, ServerThread, Fleet/FleetThread, users and
-credentials, kubeconfig files, state directories and KUBEBUILDER_ASSETS errors."""
+credentials, kubeconfig files and state directories (real mode: test_real.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from kubernetes.aio import config as aconfig
 
 import mcr_envtest
 from mcr_envtest import Fleet, Server, ServerThread
-from mcr_envtest.external import AssetsError
 
 from .conftest import Raw, close_client, sync_client
 
@@ -149,15 +148,3 @@ def test_state_dir_persists_objects_and_rv(tmp_path: Path) -> None:
             assert int(newer.metadata.resource_version) > int(cm.metadata.resource_version)
         finally:
             close_client(api)
-
-
-async def test_bad_kubebuilder_assets_gives_clear_error(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path))
-    srv = Server()
-    with pytest.raises(AssetsError, match=r"KUBEBUILDER_ASSETS=.*missing executable etcd and kube-apiserver"):
-        await srv.start()
-    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path / "absent"))
-    with pytest.raises(AssetsError, match="not a directory"):
-        await Server().start()

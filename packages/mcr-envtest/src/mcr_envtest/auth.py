@@ -125,6 +125,11 @@ class Authenticator:
             return None
         return _cert_user(transport.get_extra_info("peercert"), transport.get_extra_info("ssl_object"))
 
+    def static_user(self, token: str) -> UserInfo | None:
+        """The user a token registered with :meth:`add_token` stands for, or None."""
+        user = self._tokens.get(token)
+        return None if user is None else UserInfo(user.name, _with_authenticated(user.groups), user.uid)
+
     def user_for_token(self, token: str) -> UserInfo:
         """The user a bearer token stands for; raises :class:`Unauthenticated` when invalid."""
         user = self._tokens.get(token)

@@ -8,6 +8,7 @@ A fleet writes ``<kubeconfig_dir>/<name>.kubeconfig`` for every running member (
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import shutil
 import tempfile
@@ -119,10 +120,10 @@ class Fleet:
         self.servers.remove(srv)
         self._members.unlink(name)
         self.kubeconfig_paths = [p for p in self.kubeconfig_paths if p.name != f"{name}.kubeconfig"]
-        await srv.stop()
+        await srv.close()
 
     async def stop(self) -> None:
-        await asyncio.gather(*(s.stop() for s in self.servers))
+        await asyncio.gather(*(s.close() for s in self.servers))
         self._members.cleanup([s.name for s in self.servers])
 
     def __getitem__(self, i: int) -> Server:
@@ -159,8 +160,9 @@ class FleetThread:
         self.kubeconfig_paths: list[Path] = []
 
     def start(self) -> FleetThread:
-        for s in self.servers:
-            s.start()
+        # together: in real mode each may have to start a control plane
+        with concurrent.futures.ThreadPoolExecutor(len(self.servers) or 1) as pool:
+            list(pool.map(ServerThread.start, self.servers))
         self.kubeconfig_paths = [self._members.write(s.name, s.kubeconfig) for s in self.servers]
         return self
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from .external import assets_dir
 from .fleet import FleetThread
+from .real import assets_dir, close_default_pool
 from .server import ServerThread
 
 __all__ = ["apiserver", "find_kubectl", "fleet", "kubectl"]
@@ -35,6 +35,11 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{ENVTEST_ONLY}(reason): needs what only mcr-envtest has (faults, restarts, speed controls, its"
         " store); skipped when KUBEBUILDER_ASSETS names the real control plane",
     )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """End the real control planes this process started (they die with it in any case)."""
+    close_default_pool()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -26,11 +26,11 @@ from aiohttp import web
 
 from . import bootstrap, certs, kubeconfig, persist
 from .auth import Authenticator, Authorizer, UserInfo
-from .external import ExternalControlPlane, assets_dir
 from .faults import Faults
 from .gc import Collector
 from .handlers import Api
 from .handlers_write import IMMORTAL_NAMESPACES, Writer
+from .real import ControlPlane, RealModeError, Spec, assets_dir, check_options, default_pool
 from .resources import Registry
 from .store import Store
 
@@ -43,10 +43,16 @@ ADMIN = UserInfo("envtest-admin", ("system:masters", "system:authenticated"))
 class Server:
     """A Kubernetes-compatible API server in the running event loop.
 
-    Use ``async with Server() as srv`` (or ``await start()`` / ``await stop()``). Attributes valid
-    after the first start: :attr:`url`, :attr:`kubeconfig`, :attr:`kubeconfig_path`,
-    :attr:`ca_file`, :attr:`admin_token`, :attr:`faults`, :attr:`store`. Repeated ``start()`` on a
-    running server and ``stop()`` on a stopped one are no-ops.
+    Use ``async with Server() as srv`` (or ``await start()`` / ``await stop()`` / ``await
+    close()``). Attributes valid after the first start: :attr:`url`, :attr:`kubeconfig`,
+    :attr:`kubeconfig_path`, :attr:`ca_file`, :attr:`admin_token`, :attr:`faults`, :attr:`store`.
+    Repeated ``start()`` on a running server and ``stop()`` on a stopped one are no-ops.
+
+    Real mode (``real=True``, or ``real=None`` with ``KUBEBUILDER_ASSETS`` set; see
+    :mod:`mcr_envtest.real`) serves a pooled real kube-apiserver with the same CA, kubeconfig and
+    users; options it cannot honour raise :class:`~mcr_envtest.real.RealModeError` here, and so do
+    :attr:`faults` and :attr:`store`. A binary that fails to start raises
+    :class:`~mcr_envtest.real.ControlPlaneError` from :meth:`start`, quoting its log.
     """
 
     def __init__(
@@ -63,7 +69,7 @@ class Server:
         watch_timeout: tuple[float, float] = (1800.0, 3600.0),
         snapshot_interval: float = 5.0,
         name: str = "envtest",
-        use_assets: bool = True,
+        real: bool | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -76,13 +82,16 @@ class Server:
         self.watch_timeout = watch_timeout
         self.snapshot_interval = snapshot_interval
         self.name = name
-        self.use_assets = use_assets
-        self._external: ExternalControlPlane | None = None
-        self.faults = Faults()
+        self.real = assets_dir() is not None if real is None else real
+        if self.real:
+            check_options(dict(locals()))
+        self._cp: ControlPlane | None = None
+        self._cp_finalizer: weakref.finalize[Any, Any] | None = None
+        self._faults = Faults()
         self.admin_token = secrets.token_urlsafe(24)
         self.authenticator = Authenticator()
         self.authenticator.add_token(self.admin_token, ADMIN)
-        self.store: Store | None = None
+        self._store: Store | None = None
         self.registry: Registry | None = None
         self.writer: Writer | None = None
         self._collector: Collector | None = None
@@ -117,38 +126,65 @@ class Server:
         """The CA certificate (PEM) clients should trust."""
         return self._ca.cert_pem
 
+    @property
+    def faults(self) -> Faults:
+        """Fault injection and the request log (mcr-envtest only)."""
+        if self.real:
+            raise RealModeError("faults (fault injection, request log) are mcr-envtest only, not real-mode")
+        return self._faults
+
+    @property
+    def store(self) -> Store | None:
+        """The object store (None before the first start; mcr-envtest only)."""
+        if self.real:
+            raise RealModeError("store (direct object access) is mcr-envtest only, not real-mode")
+        return self._store
+
+    @property
+    def control_plane(self) -> ControlPlane | None:
+        """The real control plane this server holds (None in mcr-envtest mode or before start)."""
+        return self._cp
+
+    @property
+    def logs(self) -> dict[str, Path]:
+        """In real mode, the log file of each control-plane process by binary name (else empty)."""
+        cp = self._cp
+        if cp is None:
+            return {}
+        return {n: cp.directory / f"{n}.log" for n in ("kube-apiserver", "kube-controller-manager")}
+
     # ------------------------------------------------------------------ lifecycle
     def _fresh_state(self) -> None:
-        self.store = Store(self.history_size)
+        self._store = Store(self.history_size)
         self.registry = Registry()
-        self.writer = Writer(self.store, self.registry)
+        self.writer = Writer(self._store, self.registry)
         self._collector = Collector(self.writer, owner_gc=self.owner_gc)
         self.writer.on_crd_removed.append(self._on_crd_removed)
         loaded = persist.load_state(self.state_dir) if self.state_dir is not None else None
         if loaded is not None:
-            self.store.load(loaded)
-            for crd in self.store.list_objects("apiextensions.k8s.io", "customresourcedefinitions"):
+            self._store.load(loaded)
+            for crd in self._store.list_objects("apiextensions.k8s.io", "customresourcedefinitions"):
                 self.registry.add_crd(crd)
         self._bootstrap()
 
     def _bootstrap(self) -> None:
         assert self.writer is not None
         assert self.registry is not None
-        assert self.store is not None
+        assert self._store is not None
         ns_info = self.registry.lookup("", "v1", "namespaces")
         assert ns_info is not None
         for ns in IMMORTAL_NAMESPACES:
-            if self.store.get("", "namespaces", "", ns) is None:
+            if self._store.get("", "namespaces", "", ns) is None:
                 self.writer.create(ns_info, {"metadata": {"name": ns}}, "")
         for info, obj in bootstrap.objects(self.registry):
             meta = obj["metadata"]
-            if self.store.get(info.group, info.plural, meta.get("namespace", ""), meta["name"]) is None:
+            if self._store.get(info.group, info.plural, meta.get("namespace", ""), meta["name"]) is None:
                 self.writer.create(info, obj, meta.get("namespace", ""), manager="kube-apiserver")
 
     def _on_crd_removed(self, crd: dict[str, Any]) -> None:
-        assert self.store is not None
+        assert self._store is not None
         spec = crd.get("spec") or {}
-        self.store.close_watchers((spec.get("group", ""), (spec.get("names") or {}).get("plural", "")))
+        self._store.close_watchers((spec.get("group", ""), (spec.get("names") or {}).get("plural", "")))
 
     @property
     def work_dir(self) -> Path:
@@ -187,30 +223,29 @@ class Server:
             return
         self.loop = asyncio.get_running_loop()
         self._write_own_files()
-        assets = assets_dir() if self.use_assets else None
-        if assets is not None:
-            await self._start_external(assets)
+        if self.real:
+            await self._start_real()
             return
-        if self.store is None:
+        if self._store is None:
             self._fresh_state()
-        assert self.store is not None
+        assert self._store is not None
         assert self.registry is not None
         assert self.writer is not None
         assert self._collector is not None
         self._api = Api(
-            self.store,
+            self._store,
             self.registry,
             self.writer,
-            self.faults,
+            self._faults,
             self.authenticator,
-            Authorizer(self.store),
+            Authorizer(self._store),
             host_port=f"{self.host}:{self.port}",
             anonymous=self.anonymous,
             watch_timeout=self.watch_timeout,
             bookmark_interval=self.bookmark_interval,
         )
-        store = self.store
-        self.faults._bind(self.loop, lambda: store.close_watchers(), store.compact)
+        store = self._store
+        self._faults._bind(self.loop, lambda: store.close_watchers(), store.compact)
         self._runner = web.AppRunner(
             self._api.make_app(), handle_signals=False, access_log=None, shutdown_timeout=1.0
         )
@@ -247,17 +282,19 @@ class Server:
             self._snapshot_task = self.loop.create_task(self._snapshots(), name="mcr-envtest-snapshots")
         self.running = True
 
-    async def _start_external(self, assets: Path) -> None:
-        ext = self._external = self._external or ExternalControlPlane(
-            assets, admin_token=self.admin_token, port=self.port
-        )
-        ext.check()
-        await ext.start()
-        self.port = ext.port
-        self.ca_file = ext.ca_file
+    async def _start_real(self) -> None:
+        if self._cp is None:
+            pool = default_pool()
+            cp = await asyncio.to_thread(pool.acquire, Spec(self.anonymous, self.owner_gc, self.port))
+            self._cp = cp
+            self._cp_finalizer = weakref.finalize(self, pool.discard, cp)
+            cp.bind(self.authenticator.static_user)
+        else:
+            await asyncio.to_thread(self._cp.start_processes)
+        self.port = self._cp.port
         self.kubeconfig = kubeconfig.build(
             server=self.url,
-            ca_pem=await asyncio.to_thread(Path(ext.ca_file).read_bytes),
+            ca_pem=self._ca.cert_pem,
             user="envtest-admin",
             token=self.admin_token,
             cluster_name=self.name,
@@ -269,9 +306,9 @@ class Server:
         last = -1
         while True:
             await asyncio.sleep(self.snapshot_interval)
-            if self.store is not None and self.state_dir is not None and self.store.rv != last:
-                last = self.store.rv
-                persist.save_state(self.state_dir, self.store.dump())
+            if self._store is not None and self.state_dir is not None and self._store.rv != last:
+                last = self._store.rv
+                persist.save_state(self.state_dir, self._store.dump())
 
     async def stop(self) -> None:
         """Stop serving: open watches end cleanly, connections close; state is kept (and saved to
@@ -281,14 +318,14 @@ class Server:
         if not self.running:
             return
         self.running = False
-        if self._external is not None:
-            await self._external.stop()
+        if self._cp is not None:
+            await asyncio.to_thread(self._cp.stop_processes)
             self._remove_own_files()
             return
         assert self._api is not None
-        assert self.store is not None
+        assert self._store is not None
         self._api.shutting_down = True
-        self.store.close_watchers()
+        self._store.close_watchers()
         if self._snapshot_task is not None:
             self._snapshot_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -300,7 +337,7 @@ class Server:
             await self._close_runner(self._runner)
             self._runner = None
         if self.state_dir is not None:
-            persist.save_state(self.state_dir, self.store.dump())
+            persist.save_state(self.state_dir, self._store.dump())
         self._remove_own_files()
 
     @staticmethod
@@ -315,14 +352,35 @@ class Server:
                 t.abort()
         await asyncio.sleep(0)
 
+    async def close(self) -> None:
+        """Stop for good (idempotent). Like :meth:`stop`; in real mode the control plane also goes
+        back to the pool (reset to its fresh state for the next server), so a later :meth:`start`
+        begins with a fresh control plane."""
+        cp, self._cp = self._cp, None
+        if cp is None:
+            await self.stop()
+            return
+        assert self._cp_finalizer is not None
+        self._cp_finalizer.detach()
+        self.running = False
+        self._remove_own_files()
+        pool = default_pool()
+        if cp.running:
+            await asyncio.to_thread(pool.release, cp)
+        else:
+            await asyncio.to_thread(pool.discard, cp)
+
     async def restart(self, keep_state: bool = True) -> None:
         """Stop and start again on the same port; ``keep_state=False`` starts from an empty store
-        whose RVs are all newer than before (and deletes the ``state_dir`` snapshot)."""
+        whose RVs are all newer than before (and deletes the ``state_dir`` snapshot; mcr-envtest
+        only: :class:`~mcr_envtest.real.RealModeError` in real mode)."""
+        if not keep_state and self.real:
+            raise RealModeError("restart(keep_state=False) is not available against a real kube-apiserver")
         await self.stop()
         if not keep_state:
             if self.state_dir is not None:
                 persist.state_file(self.state_dir).unlink(missing_ok=True)
-            self.store = None
+            self._store = None
         await self.start()
 
     async def __aenter__(self) -> Server:
@@ -332,7 +390,7 @@ class Server:
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.stop()
+        await self.close()
 
     # ------------------------------------------------------------------ users
     def add_user(
@@ -407,6 +465,10 @@ class ServerThread:
         if self._loop.is_running():
             self._sync(self.server.stop())
 
+    def _close_server(self) -> None:
+        if self._loop.is_running():
+            self._sync(self.server.close())
+
     def restart(self, keep_state: bool = True) -> None:
         self._sync(self.server.restart(keep_state=keep_state))
 
@@ -414,7 +476,7 @@ class ServerThread:
         """Stop the server and end the thread (idempotent)."""
         if not self._thread.is_alive():
             return
-        self.stop()
+        self._close_server()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
