@@ -16,12 +16,14 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
+from kubernetes import client
 
 from mcr.testing import eventually
 from mcr_envtest import Server, ServerThread
 from mcr_envtest.real import AssetsError, ControlPlaneError, Pool, RealModeError, Spec, find
 
-from .conftest import Raw
+from .conftest import Raw, close_client, sync_client
 
 needs_real = pytest.mark.skipif(
     not os.environ.get("KUBEBUILDER_ASSETS"), reason="starts real control planes: set KUBEBUILDER_ASSETS"
@@ -282,3 +284,50 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+CLI = [sys.executable, "-c", "import sys; from mcr_envtest.cli import main; sys.exit(main())"]
+
+
+def test_cli_real_without_binaries_says_how_to_build_them(tmp_path: Path) -> None:
+    env = dict(os.environ, KUBEBUILDER_ASSETS=str(tmp_path / "none"))
+    proc = subprocess.run([*CLI, "serve", "--real"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "KUBEBUILDER_ASSETS=" in lines[0]
+    assert "tools/kube/build.sh" in lines[0]
+
+
+@needs_real
+async def test_cli_serve_and_fleet_up_real(tmp_path: Path) -> None:
+    kc = tmp_path / "serve.kubeconfig"
+    serve = await asyncio.create_subprocess_exec(
+        *CLI, "serve", "--real", "--kubeconfig", str(kc), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    fleet_dir = tmp_path / "fleet"
+    fleet = await asyncio.create_subprocess_exec(
+        *CLI, "fleet", "up", "--real", "--clusters", "2", "--dir", str(fleet_dir),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    paths = [kc, fleet_dir / "cluster-0.kubeconfig", fleet_dir / "cluster-1.kubeconfig"]
+    try:
+        await eventually(lambda: all(p.exists() for p in paths), timeout=120, message="kubeconfigs written")
+        ports = []
+        for path in paths:
+            doc = yaml.safe_load(path.read_text())
+            ports.append(int(doc["clusters"][0]["cluster"]["server"].rpartition(":")[2]))
+            api = sync_client(doc)
+            try:
+                assert client.VersionApi(api).get_code().git_version == "v1.37.2"
+            finally:
+                close_client(api)
+    finally:
+        for proc in (serve, fleet):
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = [await asyncio.wait_for(p.wait(), 60) for p in (serve, fleet)]
+    assert codes == [0, 0]
+    for port in ports:
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection("127.0.0.1", port)

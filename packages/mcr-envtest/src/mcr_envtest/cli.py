@@ -3,7 +3,8 @@
 ``serve`` and ``fleet up`` run until SIGINT/SIGTERM (or ``fleet down``); ``fleet down``, ``add``
 and ``remove`` control a fleet started with ``fleet up --dir D`` from another terminal (see
 :mod:`.fleetctl`). Exit status: 0 on success, 1 when a fleet cannot be controlled (none running,
-unknown cluster), 2 on usage errors and when the port cannot be listened on.
+unknown cluster) or a real control plane fails to start, 2 on usage errors, when the port cannot
+be listened on, and when ``--real`` lacks its binaries or is given an option it cannot honour.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import fleetctl, kubeconfig
+from . import fleetctl, kubeconfig, real
 from .fleet import Fleet
 from .server import Server
 
 __all__ = ["main"]
+
+
+_REAL_HELP = (
+    "serve real kube-apiservers (one etcd, kube-controller-manager beside each) from"
+    " $KUBEBUILDER_ASSETS or tools/kube/build.sh's cache; also on when KUBEBUILDER_ASSETS is set"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--history-size", type=int, default=10000, help="watch events kept for resuming watches")
     s.add_argument("--kubeconfig", help="write the admin kubeconfig here (default: print its path)")
     s.add_argument("--http", action="store_true", help="serve plain HTTP instead of HTTPS")
+    s.add_argument("--real", action="store_true", help=_REAL_HELP)
     f = sub.add_parser("fleet", help="run several servers")
     fsub = f.add_subparsers(dest="fleet_command", required=True)
     up = fsub.add_parser("up", help="start N servers and write cluster-<i>.kubeconfig files")
@@ -43,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--dir", required=True, help="directory for the kubeconfig files")
     up.add_argument("--state-dir", help="keep each cluster's objects in <state-dir>/cluster-<i>")
     up.add_argument("--history-size", type=int, default=10000)
+    up.add_argument("--real", action="store_true", help=_REAL_HELP)
     _fleet_control_parsers(fsub)
     sub.add_parser(
         "kind", help="kind-compatible clusters: kind create|get|delete|version ...", add_help=False
@@ -125,11 +134,12 @@ async def _serve(args: argparse.Namespace) -> int:
         https=not args.http,
         history_size=args.history_size,
         state_dir=args.state_dir,
+        real=args.real or None,
     )
     try:
         await srv.start()
     except OSError as exc:
-        await srv.stop()
+        await srv.close()
         print(_listen_error(args.host, args.port, exc), file=sys.stderr)
         return 2
     try:
@@ -139,7 +149,7 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"mcr-envtest serving {srv.url}; kubeconfig: {path}", flush=True)
         await _wait_for_signal()
     finally:
-        await srv.stop()
+        await srv.close()
     return 0
 
 
@@ -153,7 +163,11 @@ async def _fleet_up(args: argparse.Namespace) -> int:
         print(f"mcr-envtest: a fleet is already running in {directory}", file=sys.stderr)
         return 1
     fleet = Fleet(
-        args.clusters, kubeconfig_dir=directory, state_dir=args.state_dir, history_size=args.history_size
+        args.clusters,
+        kubeconfig_dir=directory,
+        state_dir=args.state_dir,
+        history_size=args.history_size,
+        real=args.real or None,
     )
     await fleetctl.run(fleet, directory, announce=lambda line: print(line, flush=True))
     return 0
@@ -173,8 +187,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = _fleet_up
     else:
         run = _fleet_control
-    with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(run(args))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            return asyncio.run(run(args))
+    except (real.AssetsError, real.RealModeError) as exc:
+        print(f"mcr-envtest: {exc}", file=sys.stderr)
+        return 2
+    except real.ControlPlaneError as exc:
+        print(f"mcr-envtest: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        real.close_default_pool()
     return 130
 
 

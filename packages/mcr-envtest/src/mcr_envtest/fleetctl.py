@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .fleet import Fleet
+from .real import ControlPlaneError
 
 __all__ = ["STATE_FILE", "FleetControlError", "request", "run", "state_of", "wait_stopped"]
 
@@ -149,7 +150,7 @@ class _Controller:
             if op == "add":
                 try:
                     srv = await self.fleet.add(msg.get("name"))
-                except (ValueError, OSError) as exc:
+                except (ValueError, OSError, ControlPlaneError) as exc:
                     return {"ok": False, "error": str(exc)}
                 self.write_state()
                 return {"ok": True, "cluster": next(c for c in self.clusters() if c["name"] == srv.name)}
