@@ -16,7 +16,7 @@ import yaml
 
 from mcr.cluster import Cluster
 from mcr.errors import NotFoundError
-from mcr.testing import eventually
+from mcr.testing import RecordingAware, eventually, providers_started
 from mcr_provider_inventory import CLUSTER_PROFILE, CLUSTER_PROFILE_CRD, CONSUMER_LABEL, PROFILE_LABEL
 
 PLUGIN = """\
@@ -194,3 +194,10 @@ async def hub(fleet: Any, tmp_path: Path) -> AsyncIterator[Hub]:
 
 
 HubCluster = Callable[[Hub], Cluster]
+
+
+@pytest.fixture
+async def run() -> AsyncIterator[Callable[[Any], RecordingAware]]:
+    """Start providers with a RecordingAware each; cancelled and awaited at the end of the test."""
+    async with providers_started() as start:
+        yield start

@@ -6,7 +6,6 @@ import asyncio
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import mcr.providers
 from mcr.cluster import Cluster
 from mcr.errors import ClusterNotFoundError
 from mcr.multicluster import Provider, ProviderRunnable
-from mcr.testing import RecordingAware, check_provider, eventually, providers_started
+from mcr.testing import RecordingAware, check_provider, eventually
 from mcr_provider_inventory import (
     CLUSTER_PROFILE,
     AccessConfigError,
@@ -26,13 +25,6 @@ from mcr_provider_inventory import (
 )
 
 from .conftest import Hub, status
-
-
-@pytest.fixture
-async def run() -> AsyncIterator[Callable[[ClusterProfileProvider], RecordingAware]]:
-    """Start providers with a RecordingAware each; cancelled and awaited at the end of the test."""
-    async with providers_started() as start:
-        yield start
 
 
 async def namespaces_of(cluster: Cluster) -> list[str]:

@@ -11,13 +11,17 @@ from mcr_provider_inventory.access import (
     NoAccessProviderError,
 )
 from mcr_provider_inventory.crd import CLUSTER_PROFILE_CRD
-from mcr_provider_inventory.provider import (
-    CLUSTER_PROFILE,
+from mcr_provider_inventory.provider import CLUSTER_PROFILE, ClusterProfileProvider, control_plane_healthy
+from mcr_provider_inventory.strategies import (
     CONSUMER_LABEL,
     PROFILE_LABEL,
     SECRET_KEY,
-    ClusterProfileProvider,
-    control_plane_healthy,
+    AccessProviderStrategy,
+    KubeconfigStrategy,
+    NoKubeconfigError,
+    ProfileKubeconfig,
+    SecretStrategy,
+    StrategyWatch,
 )
 
 __version__ = "0.1.0"
@@ -32,9 +36,15 @@ __all__ = [
     "SECRET_KEY",
     "AccessConfigError",
     "AccessProvider",
+    "AccessProviderStrategy",
     "AccessProviders",
     "ClusterProfileProvider",
+    "KubeconfigStrategy",
     "NoAccessProviderError",
+    "NoKubeconfigError",
+    "ProfileKubeconfig",
+    "SecretStrategy",
+    "StrategyWatch",
     "__version__",
     "control_plane_healthy",
 ]

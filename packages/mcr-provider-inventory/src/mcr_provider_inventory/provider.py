@@ -3,37 +3,38 @@
 The provider watches ``multicluster.x-k8s.io/v1alpha1`` ClusterProfiles on a host ("hub") cluster
 — the manager's own by default — with a private controller and a private cache, and engages one
 cluster per profile, named ``"<namespace>/<name>"``. A profile is ready when ``is_ready(profile)``
-says so (default: its condition ``ControlPlaneHealthy`` is ``True``). Credentials come from one of
-two strategies, chosen at construction:
+says so (default: its condition ``ControlPlaneHealthy`` is ``True``). Credentials come from a
+:class:`~mcr_provider_inventory.strategies.KubeconfigStrategy`, chosen at construction:
 
 * **access providers** (KEP-5339, ``access_providers=``): a configured exec plugin reaches the
   cluster described in the profile's ``status.accessProviders`` (see :mod:`.access`);
 * **Secret** (``consumer_name=``): the single Secret in the profile's namespace labelled
   ``x-k8s.io/cluster-inventory-consumer=<consumer_name>`` and ``x-k8s.io/cluster-profile=<name>``
   holds a kubeconfig under data key ``Config``; those Secrets are watched too, so a rotated
-  kubeconfig re-engages the cluster.
+  kubeconfig re-engages the cluster;
+* **any other** (``strategy=``): an object with ``kubeconfig(hub, profile)`` and ``watches()``.
 
-A cluster is rebuilt and re-engaged only when the connection settings it is built from change (a
-fingerprint of the built kubeconfig, or of the Secret's bytes): status heartbeats, condition
-timestamps and property updates keep the engaged cluster. A profile that turns unhealthy while
-engaged stays engaged (its cluster may be briefly unreachable; controllers back off); one that is
-not ready when first seen is not engaged until it is. A deleted or deleting profile is disengaged.
-A profile whose credentials cannot be built (no matching access provider, a missing or malformed
-Secret) is reported — logged once and listed by :meth:`ClusterProfileProvider.problems` — and
-never affects other profiles.
+A cluster is rebuilt and re-engaged only when the kubeconfig it is built from changes (a
+fingerprint of the document or bytes): status heartbeats, condition timestamps and property
+updates keep the engaged cluster. A profile that is not ready when first seen is not engaged until
+it is. One that turns unhealthy while engaged stays engaged, as upstream keeps it (its cluster may
+be briefly unreachable; controllers back off), and its credentials are still followed: a rotation
+re-engages it at once, credentials that break or go disengage it, and it is engaged anew only once
+it is ready again. A deleted or deleting profile is disengaged. A profile whose credentials cannot
+be had (no matching access provider, a missing or malformed Secret, a strategy's error) is reported
+— logged once and listed by :meth:`ClusterProfileProvider.problems` — and never affects other
+profiles.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcr.cache import ByObject, CacheOptions, NamespaceConfig
-from mcr.cache.selectors import label_value_problem
 from mcr.cluster import Cluster
 from mcr.config import RestConfig
 from mcr.controller import Controller
@@ -49,8 +50,18 @@ from mcr.providers import (
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
 from mcr.source import Kind
-from mcr_provider_inventory.access import AccessProviders, NoAccessProviderError
+from mcr_provider_inventory.access import AccessProviders
 from mcr_provider_inventory.crd import GROUP, KIND, VERSION
+from mcr_provider_inventory.strategies import (
+    CONSUMER_LABEL,
+    PROFILE_LABEL,
+    SECRET_KEY,
+    AccessProviderStrategy,
+    KubeconfigStrategy,
+    NoKubeconfigError,
+    ProfileKubeconfig,
+    SecretStrategy,
+)
 
 if TYPE_CHECKING:
     from mcr.multicluster import Aware
@@ -68,12 +79,6 @@ log = logging.getLogger("mcr.providers.inventory")
 
 CLUSTER_PROFILE = f"{GROUP}/{VERSION}/{KIND}"
 """The kind the provider watches, as mcr names kinds."""
-CONSUMER_LABEL = "x-k8s.io/cluster-inventory-consumer"
-"""Secret strategy: the label naming the consumer a kubeconfig Secret is meant for."""
-PROFILE_LABEL = "x-k8s.io/cluster-profile"
-"""Secret strategy: the label naming the ClusterProfile a kubeconfig Secret belongs to."""
-SECRET_KEY = "Config"
-"""Secret strategy: the data key holding the kubeconfig."""
 
 IsReady = Callable[[Mapping[str, Any]], bool]
 
@@ -90,15 +95,17 @@ class ClusterProfileProvider(SourcedProvider):
     """Clusters from the ClusterProfiles of a hub cluster (see the module docs).
 
     Exactly one credential strategy: ``access_providers`` (an :class:`AccessProviders`, its
-    ``{"providers": [...]}`` dict, or the path of its JSON file, read when the provider starts) or
-    ``consumer_name`` (the Secret strategy). ``namespace`` limits the profiles (and Secrets) watched
-    to one namespace (default: all). ``cluster`` is the hub (default: the manager's local cluster);
-    the provider reads it through a private cache of its own and never stops it.
-    ``controller_name`` names the private controller (its metrics and logs); by default
-    ``cluster-inventory-api-provider`` (``-<namespace>`` when limited to one), prefixed with its
-    member name in a :class:`~mcr.providers.MultiProvider` so providers composed in one fleet
-    never clash; a name given explicitly is used as is. ``cluster_options`` are passed to each
-    :class:`mcr.Cluster`; ``cluster_factory(config, name)`` replaces that call altogether.
+    ``{"providers": [...]}`` dict, or the path of its JSON file, read when the provider starts),
+    ``consumer_name`` (the Secret strategy; ``allow_local_credentials`` lets its kubeconfigs use
+    exec plugins, auth providers and token files) or ``strategy`` (any
+    :class:`~mcr_provider_inventory.strategies.KubeconfigStrategy`). ``namespace`` limits the
+    profiles (and the strategy's watched objects) to one namespace (default: all). ``cluster`` is
+    the hub (default: the manager's local cluster); the provider reads it through a private cache
+    of its own and never stops it. ``controller_name`` names the private controller (its metrics
+    and logs); by default ``cluster-inventory-api-provider`` (``-<namespace>`` when limited to
+    one), prefixed with its member name in a :class:`~mcr.providers.MultiProvider` so providers
+    composed in one fleet never clash; a name given explicitly is used as is. ``cluster_options``
+    are passed to each :class:`mcr.Cluster`; ``cluster_factory(config, name)`` replaces that call.
 
     Constructed directly or through ``mcr.providers.create("inventory", ...)``.
     """
@@ -108,6 +115,7 @@ class ClusterProfileProvider(SourcedProvider):
         *,
         access_providers: AccessProviders | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         consumer_name: str | None = None,
+        strategy: KubeconfigStrategy | None = None,
         namespace: str | None = None,
         is_ready: IsReady = control_plane_healthy,
         cluster: Cluster | None = None,
@@ -116,24 +124,28 @@ class ClusterProfileProvider(SourcedProvider):
         cluster_factory: ClusterFactory | None = None,
         allow_local_credentials: bool = False,
     ) -> None:
-        if (access_providers is None) == (consumer_name is None):
+        if sum(x is not None for x in (access_providers, consumer_name, strategy)) != 1:
             raise ValueError(
-                "ClusterProfileProvider needs exactly one credential strategy: "
-                "access_providers=... (KEP-5339 exec plugins) or consumer_name=... (kubeconfig Secrets)"
+                "ClusterProfileProvider needs exactly one credential strategy: access_providers=... "
+                "(KEP-5339 exec plugins), consumer_name=... (kubeconfig Secrets) or strategy=..."
             )
+        if strategy is not None and not isinstance(strategy, KubeconfigStrategy):
+            raise TypeError(
+                f"ClusterProfileProvider: strategy {strategy!r} is not a KubeconfigStrategy "
+                "(async kubeconfig(hub, profile) and watches())"
+            )
+        self._access_file: str | None = None
+        self.strategy: KubeconfigStrategy | None = strategy
+        """The credential strategy (for an access-provider file: built when the provider starts)."""
         if consumer_name is not None:
-            problem = label_value_problem(consumer_name) if consumer_name else "it is empty"
-            if problem is not None:
-                raise ValueError(
-                    f"ClusterProfileProvider: consumer_name {consumer_name!r} cannot be the value of "
-                    f"the label {CONSUMER_LABEL}: {problem}"
-                )
-        self._access_source = access_providers
-        self.access_providers: AccessProviders | None = (
-            access_providers if isinstance(access_providers, AccessProviders) else None
-        )
-        if isinstance(access_providers, Mapping):
-            self.access_providers = AccessProviders.from_dict(access_providers)
+            try:
+                self.strategy = SecretStrategy(consumer_name, allow_local_credentials=allow_local_credentials)
+            except ValueError as exc:
+                raise ValueError(f"ClusterProfileProvider: {exc}") from None
+        elif isinstance(access_providers, AccessProviders | Mapping):
+            self.strategy = AccessProviderStrategy(access_providers)
+        elif access_providers is not None:
+            self._access_file = os.fspath(access_providers)
         self.consumer_name = consumer_name
         self.namespace = namespace
         self._explicit_name = controller_name
@@ -149,8 +161,16 @@ class ClusterProfileProvider(SourcedProvider):
             provider="inventory", logger=log, cluster_options=cluster_options, cluster_factory=cluster_factory
         )
 
+    @property
+    def access_providers(self) -> AccessProviders | None:
+        """The access providers in use, with the access-provider strategy (once read)."""
+        strategy = self.strategy
+        return strategy.access_providers if isinstance(strategy, AccessProviderStrategy) else None
+
     def __repr__(self) -> str:
-        strategy = f"consumer_name={self.consumer_name!r}" if self.consumer_name else "access_providers"
+        strategy = (
+            repr(self.strategy) if self.strategy is not None else f"access_providers={self._access_file!r}"
+        )
         return f"ClusterProfileProvider({strategy}, namespace={self.namespace!r})"
 
     # -- running ---------------------------------------------------------------------------------
@@ -163,100 +183,77 @@ class ClusterProfileProvider(SourcedProvider):
         cache and controller, and re-raises ``CancelledError``.
         """
         hub = host_cluster(aware, self._hub, provider="inventory")
-        if self.access_providers is None and self._access_source is not None:
-            path = os.fspath(self._access_source)  # type: ignore[arg-type]
-            self.access_providers = await asyncio.to_thread(AccessProviders.from_file, path)
+        if self.strategy is None:
+            assert self._access_file is not None
+            access = await asyncio.to_thread(AccessProviders.from_file, self._access_file)
+            self.strategy = AccessProviderStrategy(access)
+        strategy = self.strategy
+        watches = list(strategy.watches())
+        by_object: dict[Any, ByObject] = {w.kind: w.cache for w in watches if w.cache is not None}
+        namespaces = None if self.namespace is None else {self.namespace: NamespaceConfig()}
+        options = CacheOptions(default_namespaces=namespaces, by_object=by_object)
         self.controller_name = controller_name_for(aware, self._default_name, self._explicit_name)
-        view = Cluster(hub.config, name=f"{self.controller_name}-hub", cache_options=self._cache_options())
+        view = Cluster(hub.config, name=f"{self.controller_name}-hub", cache_options=options)
         controller = Controller(self.controller_name, self._reconcile, need_leader_election=False)
         controller.watch(Kind(CLUSTER_PROFILE, engage_provider=False))
-        if self.consumer_name is not None:
+        for watch in watches:
             controller.watch(
-                Kind("v1/Secret", EnqueueRequestsFromMapFunc(_profile_of_secret), engage_provider=False)
+                Kind(watch.kind, EnqueueRequestsFromMapFunc(watch.profiles), engage_provider=False)
             )
         await self.watch_sources(aware, controller, view)
 
     # -- reconcile -------------------------------------------------------------------------------
 
-    def _cache_options(self) -> CacheOptions:
-        namespaces = None if self.namespace is None else {self.namespace: NamespaceConfig()}
-        by_object = {}
-        if self.consumer_name is not None:
-            by_object["v1/Secret"] = ByObject(label_selector=f"{CONSUMER_LABEL}={self.consumer_name}")
-        return CacheOptions(default_namespaces=namespaces, by_object=by_object)
-
     async def _reconcile(self, req: Request) -> None:
         view = self.view
+        strategy = self.strategy
+        assert strategy is not None
         name = f"{req.namespace}/{req.name}"
+        source = f"ClusterProfile {name}"
         try:
             profile = await view.client.get(CLUSTER_PROFILE, req.name, namespace=req.namespace)
         except NotFoundError:
-            await self.sourced.discard(name, why=f"ClusterProfile {name} was deleted")
+            await self.sourced.discard(name, why=f"{source} was deleted")
             return
         if profile["metadata"].get("deletionTimestamp"):
-            await self.sourced.discard(name, why=f"ClusterProfile {name} is being deleted")
+            await self.sourced.discard(name, why=f"{source} is being deleted")
             return
-        source = f"ClusterProfile {name}"
-        if not self._is_ready(profile):
-            if name not in self.sourced.names():
-                await self.sourced.reject(
-                    name, source=source, reason="not ready (ControlPlaneHealthy is not True)"
-                )
-            return
-        if self.consumer_name is not None:
-            await self._from_secret(view, name, req.namespace, req.name)
-        else:
-            await self._from_access_provider(name, source, profile)
-
-    async def _from_access_provider(self, name: str, source: str, profile: Mapping[str, Any]) -> None:
-        providers = self.access_providers
-        assert providers is not None
-        try:
-            kubeconfig = providers.kubeconfig_for(profile)
-        except (NoAccessProviderError, ValueError) as exc:
-            await self.sourced.reject(name, source=source, reason=str(exc))
-            return
-        user = kubeconfig["users"][0]["name"]
-
-        async def build() -> Cluster:
-            config = RestConfig.from_kubeconfig(kubeconfig, source=f"{source} (access provider {user!r})")
-            return self.make_cluster(config, name)
-
-        await self.sourced.apply(name, source=source, fingerprint=fingerprint(kubeconfig), build=build)
-
-    async def _from_secret(self, view: Cluster, name: str, namespace: str, profile: str) -> None:
-        selector = {CONSUMER_LABEL: str(self.consumer_name), PROFILE_LABEL: profile}
-        secrets = await view.client.list("v1/Secret", namespace=namespace, label_selector=selector)
-        wanted = (
-            f"Secret labelled {CONSUMER_LABEL}={self.consumer_name}, {PROFILE_LABEL}={profile} in {namespace}"
-        )
-        if len(secrets) != 1:
-            found = ", ".join(sorted(s["metadata"]["name"] for s in secrets))
-            reason = (
-                f"no {wanted}" if not secrets else f"expected one {wanted}, found {len(secrets)}: {found}"
-            )
-            await self.sourced.reject(name, source=f"ClusterProfile {name}", reason=reason)
-            return
-        secret = secrets[0]
-        source = f"Secret {namespace}/{secret['metadata']['name']} key {SECRET_KEY!r}"
-        encoded = (secret.get("data") or {}).get(SECRET_KEY)
-        if not encoded:
+        engaged = self.sourced.fingerprint_of(name) is not None
+        if not self._is_ready(profile) and not engaged:
+            # Not engaged: wait until it is ready. An engaged one stays engaged while it is
+            # unhealthy, and still follows its credentials (a rotation takes effect either way).
             await self.sourced.reject(
-                name, source=source, reason=f"has no kubeconfig under key {SECRET_KEY!r}"
+                name, source=source, reason="not ready (ControlPlaneHealthy is not True)"
             )
             return
-        data = base64.b64decode(encoded)
+        try:
+            found = await strategy.kubeconfig(view, profile)
+        except NoKubeconfigError as exc:
+            await self.sourced.reject(name, source=exc.source or source, reason=str(exc))
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # Perhaps passing (the hub or a vault unreachable): retried with the controller's
+            # backoff, and an engaged cluster keeps its credentials meanwhile.
+            if not engaged:
+                why = str(exc) or type(exc).__name__
+                reason = f"{type(strategy).__name__} failed, retried with backoff: {why}"
+                await self.sourced.reject(name, source=source, reason=reason)
+            raise
+        await self._apply(name, found)
+
+    async def _apply(self, name: str, found: ProfileKubeconfig) -> None:
+        kubeconfig, source = found.kubeconfig, found.source
+        trusted = found.local_credentials
 
         async def build() -> Cluster:
-            config = await RestConfig.from_kubeconfig_data_async(data, source=source)
-            if not self.allow_local_credentials:
+            if isinstance(kubeconfig, bytes | bytearray):
+                config = await RestConfig.from_kubeconfig_data_async(bytes(kubeconfig), source=source)
+            else:
+                config = RestConfig.from_kubeconfig(dict(kubeconfig), source=source)
+            if not trusted:
                 refuse_local_credentials(config, source)
             return self.make_cluster(config, name)
 
-        await self.sourced.apply(name, source=source, fingerprint=fingerprint(data), build=build)
-
-
-def _profile_of_secret(secret: Any) -> Iterable[Request]:
-    meta = secret.get("metadata") or {}
-    profile = (meta.get("labels") or {}).get(PROFILE_LABEL)
-    return [Request(meta.get("namespace", ""), profile)] if profile else []
+        await self.sourced.apply(name, source=source, fingerprint=fingerprint(kubeconfig), build=build)
