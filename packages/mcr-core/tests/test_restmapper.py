@@ -37,6 +37,7 @@ GADGET_CRD: dict[str, Any] = {
 }
 
 
+@pytest.mark.envtest_only("counts the discovery requests in mcr-envtest's request log")
 async def test_builtins_from_aggregated_discovery(apiserver: Any, transport: Transport) -> None:
     mapper = RESTMapper(transport)
     apiserver.faults.request_log.clear()
@@ -68,6 +69,7 @@ async def test_builtins_from_aggregated_discovery(apiserver: Any, transport: Tra
     assert [r.path for r in apiserver.faults.request_log] == ["/api", "/apis"]  # two requests in all
 
 
+@pytest.mark.envtest_only("refuses aggregated discovery with an injected 406 and reads the request log")
 async def test_legacy_discovery(apiserver: Any, transport: Transport) -> None:
     mapper = RESTMapper(transport)
     apiserver.faults.fail_next(1, status=406)  # no aggregated discovery
@@ -97,7 +99,17 @@ async def test_crd_after_start_and_unknown_kinds(apiserver: Any, client: Client)
     assert (await client.get("example.org/v1/Gadget", "g"))["metadata"]["name"] == "g"
 
 
-@pytest.mark.parametrize("legacy", [False, True], ids=["aggregated", "legacy"])
+@pytest.mark.parametrize(
+    "legacy",
+    [
+        pytest.param(False, id="aggregated"),
+        pytest.param(
+            True,
+            id="legacy",
+            marks=pytest.mark.envtest_only("refuses aggregated discovery with an injected 406"),
+        ),
+    ],
+)
 async def test_identical_discovery_is_shared_between_clusters(fleet: Any, legacy: bool) -> None:
     # Two servers of one version answer discovery alike: their mappers share one parsed snapshot
     # (the same Mapping objects); a CRD on one of them gives that one its own again.

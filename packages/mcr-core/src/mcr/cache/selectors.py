@@ -246,6 +246,7 @@ class _Parser:
             if kind != "id":
                 raise self.fail(f"found {value!r} where the value of {key!r} was expected")
         if op in (">", "<"):
+            self.check_value(key, value)  # an operand is a label value too (so never negative)
             try:
                 number = int(value)
             except ValueError:
