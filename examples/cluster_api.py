@@ -46,7 +46,7 @@ def setup(management: RestConfig, provider: ClusterAPIProvider) -> Manager:
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": NAME, "namespace": NAMESPACE},
-            "data": {"cluster.x-k8s.io/namespace": namespace, "cluster.x-k8s.io/cluster-name": name},
+            "data": {"namespace": namespace, "cluster-name": name},
         }
         await cluster.client.apply(identity, field_manager="mcr-cluster-api-example", force=True)
         log.info("cluster %s knows its identity", req.cluster_name)

@@ -46,21 +46,21 @@ async def test_the_example_publishes_identities_and_follows_rotation(
     await m.cluster("beta", ready=False)
     await m.kubeconfig("beta", m.servers[2])
     runner = asyncio.create_task(example.main(["--kubeconfig", str(config), "--namespace", "tenants"]))
-    alpha = {"cluster.x-k8s.io/namespace": "tenants", "cluster.x-k8s.io/cluster-name": "alpha"}
+    alpha = {"namespace": "tenants", "cluster-name": "alpha"}
     try:
         await eventually(identity_is(workloads[1], alpha), timeout=30, message="alpha knows its identity")
         # Edited by someone: put back.
         await workloads[1].api_reader.patch(
             "v1/ConfigMap",
             "cluster-identity",
-            {"data": {"cluster.x-k8s.io/cluster-name": "x"}},
+            {"data": {"cluster-name": "x"}},
             namespace="kube-public",
         )
         await eventually(identity_is(workloads[1], alpha), timeout=30, message="drift reverted")
         # beta is not initialized yet: nothing published there; then it is.
         assert await identity_is(workloads[2], None)()
         await m.cluster("beta")
-        beta = {"cluster.x-k8s.io/namespace": "tenants", "cluster.x-k8s.io/cluster-name": "beta"}
+        beta = {"namespace": "tenants", "cluster-name": "beta"}
         await eventually(identity_is(workloads[2], beta), timeout=30, message="beta once initialized")
         # alpha's kubeconfig rotates to another server: the identity follows, no restart.
         await m.kubeconfig("alpha", m.servers[3])
