@@ -11,6 +11,7 @@ any other field only through an index registered with ``index_field`` (exact mat
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -313,7 +314,14 @@ def parse_label_selector(selector: str | Mapping[str, str]) -> LabelSelector:
         return LabelSelector(text, reqs)
     if not isinstance(selector, str):
         raise TypeError(f"a label selector is a string or a mapping, not {type(selector).__name__}")
-    return LabelSelector(selector, _Parser(selector).parse())
+    return _parse_text(selector)
+
+
+# Cache reads name the same few selectors again and again: parse each distinct string once (a
+# LabelSelector is never changed once made; a bad string raises each time, it is not cached).
+@functools.lru_cache(maxsize=256)
+def _parse_text(text: str) -> LabelSelector:
+    return LabelSelector(text, _Parser(text).parse())
 
 
 def check_label_selector(selector: str | Mapping[str, str] | None, where: str) -> None:
