@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 from kubernetes import client, config
 
+from mcr.testing import eventually
 from mcr_envtest import ServerThread
 
 
@@ -63,11 +65,61 @@ class Raw:
         return self.session.request(method, self.url + path, **kwargs)
 
     async def json(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        """(status, decoded JSON body); a body that is not JSON (kube-apiserver answers unknown
+        paths with ``404 page not found``) comes back as text."""
         async with self.request(method, path, **kwargs) as resp:
-            return resp.status, await resp.json(content_type=None)
+            text = await resp.read()
+            try:
+                return resp.status, orjson.loads(text) if text else None
+            except orjson.JSONDecodeError:
+                return resp.status, text.decode(errors="replace")
+
+    async def status(self, method: str, path: str, **kwargs: Any) -> int:
+        async with self.request(method, path, **kwargs) as resp:
+            await resp.read()
+            return resp.status
 
     async def close(self) -> None:
         await self.session.close()
+
+
+async def crd_served(raw: Raw, crd: dict[str, Any]) -> None:
+    """Wait until every served version of ``crd`` (just created) is served: kube-apiserver
+    establishes a CRD asynchronously (mcr-envtest at once), so clients wait for it."""
+    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+    for version in (v["name"] for v in crd["spec"]["versions"] if v.get("served")):
+        path = f"/apis/{group}/{version}/{plural}"
+
+        async def served(path: str = path) -> bool:
+            return await raw.status("GET", path) == 200
+
+        await eventually(served, timeout=30, interval=0.05, message=f"{path} is served")
+
+
+def crd_served_sync(srv: Any, crd: dict[str, Any], timeout: float = 30.0) -> None:
+    """:func:`crd_served` for sync tests."""
+    import ssl
+    import time
+    import urllib.error
+    import urllib.request
+
+    ctx = ssl.create_default_context(cafile=srv.ca_file)
+    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+    for version in (v["name"] for v in crd["spec"]["versions"] if v.get("served")):
+        req = urllib.request.Request(
+            f"{srv.url}/apis/{group}/{version}/{plural}",
+            headers={"Authorization": f"Bearer {srv.admin_token}"},
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(req, context=ctx, timeout=10):
+                    break
+            except urllib.error.HTTPError as err:
+                err.close()
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{req.full_url} not served within {timeout:g}s") from None
+                time.sleep(0.05)
 
 
 @pytest.fixture

@@ -74,9 +74,7 @@ def test_several_conflicts_are_listed() -> None:
     live = apply_patch(CM, None, cm({"a": "1", "b": "1"}), manager="m1", force=False, now="t1")
     with pytest.raises(ApplyConflict) as exc:
         apply_patch(CM, live, cm({"a": "2", "b": "2"}), manager="m2", force=False, now="t2")
-    assert exc.value.message.startswith(
-        'Apply failed with 2 conflicts: conflicts with "m1" using v1:\n- .data.'
-    )
+    assert exc.value.message.startswith('Apply failed with 2 conflicts: conflicts with "m1":\n- .data.')
     assert len(exc.value.causes) == 2
 
 
@@ -186,6 +184,7 @@ def test_status_applies_are_tracked_apart_from_the_main_resource() -> None:
 
 
 def test_status_apply_through_the_server_keeps_spec_ownership(apiserver: ServerThread) -> None:
+    from .conftest import crd_served_sync
     from .test_openapi import WIDGET_CRD, raw_request
 
     crd = {**WIDGET_CRD, "metadata": {"name": "widgets.example.com"}}
@@ -204,7 +203,7 @@ def test_status_apply_through_the_server_keeps_spec_ownership(apiserver: ServerT
     path = "/apis/example.com/v1/namespaces/default/widgets/w"
     base = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
     apply = "application/apply-patch+yaml"
-    # CRDs are served as soon as they are created (F8): no waiting.
+    crd_served_sync(apiserver, crd)  # kube-apiserver establishes CRDs asynchronously
     status, _ = raw_request(
         apiserver,
         "PATCH",

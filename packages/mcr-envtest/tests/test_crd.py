@@ -14,7 +14,7 @@ from kubernetes.aio import config as aconfig
 from mcr.testing import eventually
 from mcr_envtest import ServerThread
 
-from .conftest import Raw
+from .conftest import Raw, crd_served
 from .test_discovery import CRD
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -40,9 +40,11 @@ async def custom(apiserver: ServerThread) -> Any:
         yield aclient.CustomObjectsApi(api), aclient.ApiextensionsV1Api(api)
 
 
-async def test_crd_conditions_and_namespaced_crud(custom: Any) -> None:
+async def test_crd_conditions_and_namespaced_crud(custom: Any, raw: Raw) -> None:
     objs, ext = custom
-    crd = await ext.create_custom_resource_definition(CRD)
+    await ext.create_custom_resource_definition(CRD)
+    await crd_served(raw, CRD)
+    crd = await ext.read_custom_resource_definition(CRD["metadata"]["name"])
     conds = {c.type: (c.status, c.reason) for c in crd.status.conditions}
     assert conds == {
         "NamesAccepted": ("True", "NoConflicts"),
@@ -86,6 +88,7 @@ async def test_crd_conditions_and_namespaced_crud(custom: Any) -> None:
 async def test_cr_rules(apiserver: ServerThread, raw: Raw) -> None:
     status, _ = await raw.json("POST", CRDS, json=CRD)
     assert status == 201
+    await crd_served(raw, CRD)
     status, w = await raw.json(
         "POST",
         W,
@@ -111,6 +114,7 @@ async def test_cr_rules(apiserver: ServerThread, raw: Raw) -> None:
 async def test_cluster_scoped_cr_and_printer_columns(apiserver: ServerThread, raw: Raw) -> None:
     status, _ = await raw.json("POST", CRDS, json=cluster_crd())
     assert status == 201
+    await crd_served(raw, cluster_crd())
     status, g = await raw.json(
         "POST",
         "/apis/example.com/v1/gadgets",
@@ -123,15 +127,18 @@ async def test_cluster_scoped_cr_and_printer_columns(apiserver: ServerThread, ra
     )
     assert status == 201
     assert "namespace" not in g["metadata"]
-    status, _ = await raw.json("GET", "/apis/example.com/v1/namespaces/default/gadgets")
-    assert status == 404
-    info = apiserver.call(lambda: apiserver.registry.lookup("example.com", "v1", "gadgets"))
-    assert info.printer_columns[0]["jsonPath"] == ".spec.size"
-    assert info.namespaced is False
+    assert await raw.status("GET", "/apis/example.com/v1/namespaces/default/gadgets") == 404
+    table_of = "application/json;as=Table;v=v1;g=meta.k8s.io"
+    status, table = await raw.json("GET", "/apis/example.com/v1/gadgets", headers={"Accept": table_of})
+    assert status == 200
+    names = [c["name"] for c in table["columnDefinitions"]]
+    assert names == ["Name", "Size"]
+    assert table["rows"][0]["cells"][:2] == ["g", 3]
 
 
 async def test_crd_delete_removes_crs_with_deleted_events(apiserver: ServerThread, raw: Raw) -> None:
     await raw.json("POST", CRDS, json=CRD)
+    await crd_served(raw, CRD)
     for i in range(3):
         await raw.json(
             "POST", W, json={"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": f"w{i}"}}
@@ -150,7 +157,7 @@ async def test_crd_delete_removes_crs_with_deleted_events(apiserver: ServerThrea
         s, _ = await raw.json("GET", f"{CRDS}/widgets.example.com")
         return s == 404
 
-    await eventually(crd_gone, timeout=5)
+    await eventually(crd_gone, timeout=30)
     status, _ = await raw.json("GET", W)
     assert status == 404
 
@@ -165,6 +172,7 @@ async def test_multiple_versions_share_storage(raw: Raw) -> None:
     status, created = await raw.json("POST", CRDS, json=crd)
     assert status == 201
     assert created["status"]["storedVersions"] == ["v1"]
+    await crd_served(raw, crd)
     beta = "/apis/example.com/v1beta1/namespaces/default/widgets"
     status, w = await raw.json(
         "POST", beta, json={"apiVersion": "example.com/v1beta1", "kind": "Widget", "metadata": {"name": "b"}}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Raw
+from .conftest import Raw, crd_served
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 GADGETS = "/apis/example.com/v1/namespaces/default/gadgets"
@@ -64,6 +64,7 @@ async def gadgets(raw: Raw) -> Raw:
     }
     status, body = await raw.json("POST", CRDS, json=crd)
     assert status == 201, body
+    await crd_served(raw, crd)
     return raw
 
 
@@ -119,15 +120,23 @@ async def test_update_patch_and_apply_prune_and_default(gadgets: Raw) -> None:
     )
     assert status == 200
     assert "junk" not in obj["spec"]
-    doc = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: h\nspec:\n  junk: 1\n  mode: m\n"
+    doc = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: h\nspec:\n  mode: m\n"
+    apply = {"Content-Type": "application/apply-patch+yaml"}
     status, obj = await gadgets.json(
-        "PATCH",
-        f"{GADGETS}/h?fieldManager=me",
-        data=doc.encode(),
-        headers={"Content-Type": "application/apply-patch+yaml"},
+        "PATCH", f"{GADGETS}/h?fieldManager=me", data=doc.encode(), headers=apply
     )
     assert status == 201, obj
     assert obj["spec"] == {"size": 3, "mode": "m", "limits": {"cpu": "100m"}}
+    # an applied configuration with an undeclared field is refused (kube-apiserver: 500), not pruned
+    junk = doc + "  junk: 1\n"
+    status, obj = await gadgets.json(
+        "PATCH", f"{GADGETS}/h?fieldManager=me", data=junk.encode(), headers=apply
+    )
+    assert status == 500
+    assert obj["message"] == (
+        "failed to create typed patch object (/h; example.com/v1, Kind=Gadget): .spec.junk: field not declared in schema"
+    )
+    assert "reason" not in obj
 
 
 async def test_status_writes_are_pruned_and_identical_rewrites_are_noops(gadgets: Raw) -> None:

@@ -66,7 +66,11 @@ def raw_request(
             return resp.status, json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as err:
         with err:
-            return err.code, json.loads(err.read() or b"null")
+            text = err.read()
+        try:
+            return err.code, json.loads(text or b"null")
+        except ValueError:  # kube-apiserver's "404 page not found"
+            return err.code, text.decode(errors="replace")
 
 
 def _patch_op(doc: dict[str, Any], path: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from kubernetes import client
 
 from mcr.testing import eventually
 from mcr_envtest import Server, ServerThread
-from mcr_envtest.real import AssetsError, ControlPlaneError, Pool, RealModeError, Spec, find
+from mcr_envtest.real import AssetsError, ControlPlaneError, Pool, RealModeError, Spec, default_pool, find
 
 from .conftest import Raw, close_client, sync_client
 
@@ -118,8 +118,9 @@ async def test_a_released_control_plane_comes_back_fresh() -> None:
             await _dirty(raw)
         finally:
             await raw.close()
+    await asyncio.to_thread(default_pool().wait_idle, 60)
     async with Server(real=True) as second:
-        assert second.control_plane is cp  # the same kube-apiserver, reset
+        assert second.control_plane is cp  # the same kube-apiserver, reset (the latest released first)
         raw = Raw(second)
         try:
             await _fresh(raw)
@@ -133,6 +134,7 @@ async def test_the_previous_servers_token_is_not_accepted_after_release() -> Non
     async with Server(real=True) as first:
         old = first.admin_token
         cp = first.control_plane
+    await asyncio.to_thread(default_pool().wait_idle, 60)
     async with Server(real=True) as second:
         assert second.control_plane is cp
         raw = Raw(second, token=old)

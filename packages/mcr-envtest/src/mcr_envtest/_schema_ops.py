@@ -42,6 +42,41 @@ def prune_unknown(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undeclared_field(info: ResourceInfo, obj: dict[str, Any]) -> str | None:
+    """The path (``.spec.x``) of the first field of ``obj`` its CRD schema does not declare and
+    does not preserve, or None (always None for built-ins and CRDs without a schema)."""
+    schema = _crd_schema(info)
+    if schema is None:
+        return None
+    body = {k: v for k, v in obj.items() if k not in _ENVELOPE}
+    return _undeclared({**schema, "properties": dict(schema.get("properties") or {})}, body, "")
+
+
+def _undeclared(schema: dict[str, Any], value: Any, path: str) -> str | None:
+    schema = _schema.resolve(schema)
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        addl = schema.get("additionalProperties")
+        keep_all = bool(schema.get("x-kubernetes-preserve-unknown-fields")) or addl is True
+        for key, sub in value.items():
+            if isinstance(props, dict) and isinstance(props.get(key), dict):
+                found = _undeclared(props[key], sub, f"{path}.{key}")
+            elif isinstance(addl, dict):
+                found = _undeclared(addl, sub, f"{path}.{key}")
+            elif keep_all or (schema.get("x-kubernetes-embedded-resource") and key in _ENVELOPE):
+                found = None
+            else:
+                found = f"{path}.{key}"
+            if found is not None:
+                return found
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            found = _undeclared(schema["items"], item, path)
+            if found is not None:
+                return found
+    return None
+
+
 def _prune(schema: dict[str, Any], value: Any) -> Any:
     schema = _schema.resolve(schema)
     if isinstance(value, dict):

@@ -36,7 +36,7 @@ class ApplyConflict(Exception):
     """An apply would change fields other managers own and ``force`` was not set.
 
     ``causes`` are Status causes (``type``/``reason`` ``FieldManagerConflict``, ``message``
-    ``conflict with "mgr" using v1``, ``field`` ``.spec.x``); ``message`` is the Status message.
+    ``conflict with "mgr" using v1`` for an Update manager, ``field`` ``.spec.x``); ``message`` is the Status message.
     """
 
     def __init__(self, conflicts: list[tuple[str, str]]) -> None:
@@ -136,8 +136,11 @@ def _store(
 
 
 def _who(key: EntryKey, entry: dict[str, Any], info: ResourceInfo) -> str:
-    manager, _op, subresource = key
+    # kube-apiserver names the API version of Update managers only
+    manager, op, subresource = key
     sub = f' with subresource "{subresource}"' if subresource else ""
+    if op == "Apply":
+        return f'conflict with "{manager}"{sub}'
     return f'conflict with "{manager}"{sub} using {entry.get("apiVersion") or info.api_version}'
 
 

@@ -11,6 +11,7 @@ from aiohttp import web
 from . import apply as applymod
 from . import errors, handlers_subresources, strategic
 from .handlers import Ctx, json_response
+from ._schema_ops import undeclared_field
 from .handlers_read import render_object
 from .request_body import (
     APPLY,
@@ -222,6 +223,11 @@ async def _apply(
         )
     if current is None and ctx.subresource:
         raise errors.not_found(info, ctx.name)
+    unknown = undeclared_field(info, patch)
+    if unknown is not None:  # kube-apiserver refuses such a configuration, it does not prune it
+        where = f"{meta.get('namespace') or ''}/{ctx.name}; {info.api_version}, Kind={info.kind}"
+        message = f"failed to create typed patch object ({where}): {unknown}: field not declared in schema"
+        raise errors.StatusError(500, "", message)
     now = now_rfc3339()
     try:
         new = applymod.apply_patch(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import http.client
 import json
 import secrets
+import socket
 import ssl
 import time
 from collections.abc import Callable
@@ -101,7 +102,7 @@ class ControlPlane:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
         ca = certs.process_ca()
         (d / "ca.crt").write_bytes(ca.cert_pem)
-        hosts = ("127.0.0.1", "::1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default")
+        hosts = ("127.0.0.1", "::1", "localhost", "10.96.0.1", "kubernetes", "kubernetes.default")
         serving = ca.serving((*hosts, "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"))
         (d / "serving.crt").write_bytes(serving.cert_pem)
         _private(d / "serving.key", serving.key_pem)
@@ -161,7 +162,7 @@ class ControlPlane:
             f"--service-account-key-file={d / 'sa.pub'}",
             f"--service-account-signing-key-file={d / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            "--service-cluster-ip-range=10.96.0.0/12",  # kubeadm's and mcr-envtest's
             "--allow-privileged=true",
             "--profiling=false",
         ]
@@ -190,6 +191,8 @@ class ControlPlane:
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 120.0) -> None:
         """Write the files, start both processes, wait until ready and record the baseline."""
+        if self.port:
+            _check_free(self.port)
         self.port = self.port or free_port()
         self._write_files()
         self.start_processes(timeout)
@@ -346,6 +349,13 @@ class ControlPlane:
 def _own(key: bytes, root: bytes) -> bool:
     rest = key[len(root) - 1 :]
     return rest.startswith(_OWN)
+
+
+def _check_free(port: int) -> None:
+    """Raise OSError (EADDRINUSE, ...) when 127.0.0.1:``port`` cannot be listened on."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
 
 
 def _private(path: Path, data: bytes) -> None:

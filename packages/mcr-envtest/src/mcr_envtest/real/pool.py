@@ -80,7 +80,7 @@ class Pool:
             while True:
                 etcd, webhook, root = self._ensure_started()
                 if spec.port == 0:
-                    cp = next((c for c in self._idle if c.spec == spec), None)
+                    cp = next((c for c in reversed(self._idle) if c.spec == spec), None)  # latest first
                     if cp is not None:
                         self._idle.remove(cp)
                         return cp
