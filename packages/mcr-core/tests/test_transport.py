@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -43,6 +44,7 @@ async def test_get_and_not_found(transport: Transport) -> None:
     assert "test" in str(err.value)  # names the cluster
 
 
+@pytest.mark.envtest_only("injects 429/5xx answers with Retry-After through faults.fail_next")
 @pytest.mark.parametrize(("status", "text"), [(429, True), (503, False), (500, False)])
 async def test_retry_after_is_honoured(apiserver: Any, transport: Transport, status: int, text: bool) -> None:
     before = _retries(str(status))
@@ -55,6 +57,7 @@ async def test_retry_after_is_honoured(apiserver: Any, transport: Transport, sta
     assert _retries(str(status)) - before == 2
 
 
+@pytest.mark.envtest_only("injects a 429 without Retry-After through faults.fail_next")
 async def test_without_retry_after_is_not_retried(apiserver: Any, transport: Transport) -> None:
     apiserver.faults.fail_next(1, status=429, text=True)
     with pytest.raises(TooManyRequestsError) as err:
@@ -63,6 +66,7 @@ async def test_without_retry_after_is_not_retried(apiserver: Any, transport: Tra
     assert "Too many requests" in err.value.message
 
 
+@pytest.mark.envtest_only("injects five 429 answers in a row through faults.fail_next")
 async def test_retries_stop_after_max(apiserver: Any, rest_config: RestConfig) -> None:
     t = rest_config.copy(max_retries=2).transport("test")
     try:
@@ -212,6 +216,7 @@ async def test_rate_limit_is_off_by_default(rest_config: RestConfig) -> None:
         await t.close()
 
 
+@pytest.mark.envtest_only("delays the response headers with faults.latency")
 async def test_slow_server_times_out_with_a_clear_error(apiserver: Any, transport: Transport) -> None:
     apiserver.faults.request_log.clear()
     apiserver.faults.latency(1.5)
@@ -230,22 +235,61 @@ async def test_slow_server_times_out_with_a_clear_error(apiserver: Any, transpor
     assert "/api/v1/namespaces" in str(err.value)
 
 
+async def test_an_answer_that_never_ends_times_out_with_a_clear_error(transport: Transport) -> None:
+    start = time.monotonic()
+    with pytest.raises(TransportError) as err:
+        # a watch of a selection with nothing in it: the answer starts at once and never ends
+        await transport.request(
+            "GET",
+            "/api/v1/namespaces/default/configmaps",
+            query={"watch": "true", "labelSelector": "nothing=here", "timeoutSeconds": "60"},
+            timeout=0.5,
+        )
+    assert time.monotonic() - start < 2.0
+    assert "timed out" in str(err.value)
+    assert "cluster 'test'" in str(err.value)
+    assert "/api/v1/namespaces/default/configmaps" in str(err.value)
+
+
+async def _slow_headers(apiserver: Any, transport: Transport) -> Any:
+    apiserver.faults.latency(1.0)
+    return await transport.request("GET", "/api/v1/namespaces")
+
+
+async def _endless_body(apiserver: Any, transport: Transport) -> Any:
+    return await transport.request(
+        "GET", "/api/v1/namespaces", query={"watch": "true", "labelSelector": "nothing=here"}
+    )
+
+
+@pytest.mark.parametrize(
+    "pending",
+    [
+        pytest.param(
+            _slow_headers,
+            id="headers",
+            marks=pytest.mark.envtest_only("delays the response headers with faults.latency"),
+        ),
+        pytest.param(_endless_body, id="body"),
+    ],
+)
 async def test_close_after_a_cancelled_request_releases_its_socket(
-    apiserver: Any, transport: Transport
+    apiserver: Any, transport: Transport, pending: Callable[[Any, Transport], Awaitable[Any]]
 ) -> None:
     await transport.request("GET", "/api/v1/namespaces")  # one pooled connection
     connector = transport.connector
     assert connector is not None
-    apiserver.faults.latency(1.0)
-    request = asyncio.create_task(transport.request("GET", "/api/v1/namespaces"))
-    await asyncio.sleep(0.2)  # the request is on the wire, waiting for the slow answer
+    request = asyncio.create_task(pending(apiserver, transport))
+    await asyncio.sleep(0.2)  # the request is on the wire, waiting for the rest of its answer
+    assert not request.done()
     request.cancel()
     with pytest.raises(asyncio.CancelledError):
         await request
     protocols = list(connector.protocols)  # type: ignore[attr-defined]  # mcr's tracking connector
     assert protocols  # the cancelled request's connection (the pooled one, reused)
     await transport.close()
-    apiserver.faults.clear()
+    if not apiserver.real:
+        apiserver.faults.clear()
     # Every connection this transport ever opened has finished closing (TLS shutdown included),
     # so nothing is left for the loop to report as an unclosed transport.
     assert all(p.closed is None or p.closed.done() for p in protocols)
