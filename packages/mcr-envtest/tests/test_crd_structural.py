@@ -134,7 +134,8 @@ async def test_update_patch_and_apply_prune_and_default(gadgets: Raw) -> None:
     )
     assert status == 500
     assert obj["message"] == (
-        "failed to create typed patch object (/h; example.com/v1, Kind=Gadget): .spec.junk: field not declared in schema"
+        "failed to create typed patch object (/h; example.com/v1, Kind=Gadget): .spec.junk:"
+        " field not declared in schema"
     )
     assert "reason" not in obj
 

@@ -36,7 +36,8 @@ class ApplyConflict(Exception):
     """An apply would change fields other managers own and ``force`` was not set.
 
     ``causes`` are Status causes (``type``/``reason`` ``FieldManagerConflict``, ``message``
-    ``conflict with "mgr" using v1`` for an Update manager, ``field`` ``.spec.x``); ``message`` is the Status message.
+    ``conflict with "mgr" using v1`` for an Update manager, ``field`` ``.spec.x``); ``message`` is
+    the Status message.
     """
 
     def __init__(self, conflicts: list[tuple[str, str]]) -> None:

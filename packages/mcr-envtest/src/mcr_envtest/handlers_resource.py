@@ -10,8 +10,8 @@ from aiohttp import web
 
 from . import apply as applymod
 from . import errors, handlers_subresources, strategic
-from .handlers import Ctx, json_response
 from ._schema_ops import undeclared_field
+from .handlers import Ctx, json_response
 from .handlers_read import render_object
 from .request_body import (
     APPLY,
