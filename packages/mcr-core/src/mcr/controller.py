@@ -25,11 +25,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from mcr import metrics
-from mcr._controllerparts import ClusterMetrics, Engagement
+from mcr._controllerparts import (
+    UNFENCED,
+    ClusterMetrics,
+    Engagement,
+    FencedSteps,
+    FenceLapsed,
+    Tenure,
+    cluster_fence,
+)
 from mcr._metricbatch import Batch
 from mcr.errors import ClusterNotFoundError, TerminalError
 from mcr.log import _fields as _log_fields
@@ -122,6 +130,7 @@ class Controller:
         self._current: list[Request | None] = []
         self._aborted: set[Request] = set()
         self._draining: set[str] = set()  # clusters being handed over (see drain)
+        self._leadership: Tenure = UNFENCED  # see fence()
         # Bumped whenever a cluster may stop being served (engage, drain, disengage): a worker
         # re-checks the cluster of the next request it holds then, else once per cluster in a run.
         self._served_epoch = 0
@@ -166,6 +175,22 @@ class Controller:
         """Whether the manager runs this controller only while it holds leadership."""
         return self._need_leader_election
 
+    def fence(self, tenure: Tenure) -> None:
+        """Reconcile only while ``tenure`` holds (the manager passes its leader election's to a
+        controller that needs leadership).
+
+        A worker compares the clock with the tenure before each reconcile and drops the request
+        once it has passed (a paused process reconciles nothing when it resumes); when the tenure
+        lapses, every reconcile in flight is cancelled. A cluster's own fence, which a coordinator
+        publishes for the clusters it runs, is checked the same way besides.
+        """
+        self._leadership = tenure
+        tenure.on_lapse(self._leadership_lapsed)
+
+    def _leadership_lapsed(self) -> None:
+        cancelled = self._cancel_in_flight(None)
+        log.warning("leadership lapsed: cancelled %d reconciles", cancelled, extra={"controller": self.name})
+
     # --- clusters -----------------------------------------------------------------------------
 
     def clusters(self) -> dict[str, str]:
@@ -205,14 +230,18 @@ class Controller:
         disengagement: the cluster's registrations are removed, its queued, delayed and backed-off
         requests purged, its in-flight reconciles cancelled; then ``CancelledError`` propagates.
         Engaging ``name`` again (same or another cluster object) replaces the earlier engagement,
-        whose call then returns without purging anything.
+        whose call then returns without purging anything. When the coordinator fences the cluster
+        (:func:`mcr.manager.coordinator.fence_cluster`), its requests are reconciled only while
+        the fence holds, and its reconciles in flight are cancelled when the fence lapses.
         """
         old = self._engagements.get(name)
         if old is not None:
             old.superseded.set()
             await old.stop()
         self._draining.discard(name)
-        eng = Engagement(name, cluster)
+        eng = Engagement(name, cluster, cluster_fence(name, cluster))
+        if eng.fence is not UNFENCED:
+            eng.unwatch = eng.fence.on_lapse(lambda: self._fence_lapsed(eng))
         self._engagements[name] = eng
         self._ever_engaged = True
         self._served_epoch += 1
@@ -225,6 +254,8 @@ class Controller:
         except asyncio.CancelledError:
             await self._disengage(eng)
             raise
+        finally:
+            eng.unwatch()
         await eng.stop()
 
     async def drain(self, name: str, timeout: float | None = None) -> bool:
@@ -256,12 +287,7 @@ class Controller:
         self._served_epoch += 1
         self._draining.discard(eng.name)
         dropped = self.queue.forget_cluster(eng.name)
-        cancelled = 0
-        for req, task in list(zip(self._current, self._worker_tasks, strict=True)):
-            if req is not None and req.cluster_name == eng.name and req not in self._aborted:
-                self._aborted.add(req)
-                task.cancel()
-                cancelled += 1
+        cancelled = self._cancel_in_flight(eng.name)
         log.info(
             "disengaged cluster: dropped %d queued requests, cancelled %d reconciles",
             dropped,
@@ -269,6 +295,32 @@ class Controller:
             extra={"controller": self.name, "cluster": eng.name},
         )
         self._retire_metrics(eng.name)
+
+    def _cancel_in_flight(self, cluster: str | None) -> int:
+        """Cancel the reconciles in flight of ``cluster`` (``None``: all); returns how many.
+
+        Synchronous, so a reconcile whose next step is already due when a fence lapses is
+        cancelled before it takes it. The worker takes the cancellation back and goes on.
+        """
+        cancelled = 0
+        for req, task in zip(self._current, self._worker_tasks, strict=True):
+            if req is None or req in self._aborted:
+                continue
+            if cluster is None or req.cluster_name == cluster:
+                self._aborted.add(req)
+                task.cancel()
+                cancelled += 1
+        return cancelled
+
+    def _fence_lapsed(self, eng: Engagement) -> None:
+        if self._engagements.get(eng.name) is not eng:
+            return  # replaced or disengaged: the reconciles in flight belong to another engagement
+        cancelled = self._cancel_in_flight(eng.name)
+        log.warning(
+            "the cluster's fence lapsed: cancelled %d reconciles",
+            cancelled,
+            extra={"controller": self.name, "cluster": eng.name},
+        )
 
     def _retire_metrics(self, cluster: str) -> None:
         """Stop batching the metrics of a disengaged cluster once none of its reconciles runs.
@@ -409,6 +461,7 @@ class Controller:
         size = 1
         draining = self._draining
         finish_all = queue.finish_all
+        steps = FencedSteps()  # drives the reconciles of fenced clusters (see below)
         while True:
             reqs = take(size)
             if not reqs:
@@ -419,6 +472,7 @@ class Controller:
                     return
                 continue
             start = began = queue.popped_at  # the hand-out, on the queue's clock
+            lead = self._leadership
             served: str | None = None  # a cluster checked in this run, as of `epoch`
             epoch = -1
             # A run's requests are counted per cluster they take in turn (`seg`, that cluster's
@@ -435,12 +489,14 @@ class Controller:
                     try:
                         cluster = req[2]  # req.cluster_name, without the property call
                         if cluster is not served or epoch != self._served_epoch:
-                            if (draining and cluster in draining) or (
-                                cluster not in engagements and self._ever_engaged
-                            ):
+                            eng = engagements.get(cluster)
+                            if (draining and cluster in draining) or (eng is None and self._ever_engaged):
                                 set_request(None)
                                 self._drop(req)
                                 continue
+                            fence = UNFENCED if eng is None else eng.fence
+                            fenced = fence is not UNFENCED or lead is not UNFENCED
+                            steps.first, steps.second = fence, lead
                             if seg is not None:
                                 seg.settle(ok, start - since)
                                 ok = 0
@@ -448,23 +504,39 @@ class Controller:
                             served, epoch, since = cluster, self._served_epoch, start
                             counts, slot_of = m.time.counts, m.time.slot  # locals: no lookups per request
                             k, low, high = 0, 0.0, -1.0  # an empty range: the first time asks slot_of
+                        if fenced:
+                            # The fences, against the time the previous reconcile ended (or the run
+                            # was handed out): the queue's clock is time.monotonic, as the tenures'.
+                            # Then each step of the reconcile is checked again.
+                            if start >= fence.valid_until or start >= lead.valid_until:
+                                set_request(None)
+                                self._drop_unfenced(req, fence)
+                                continue
+                            reconcile: Awaitable[Result | None] = steps.run(call(req))
+                        else:
+                            reconcile = call(req)
                         current[slot] = req
                         set_request(req)
                         try:
-                            result = await call(req)
+                            result = await reconcile
                             if result is None:
                                 if backed_off and req in backed_off:
                                     forget(req)
                                 ok += 1  # success.inc(); the batch is armed below
                             else:
                                 self._handle_result(req, result, m)
+                        except FenceLapsed:
+                            # Resumed after its fence lapsed (a paused process, say): the worker's
+                            # own exception, never a cancellation of the worker; it goes on.
+                            queue.forget(req)
+                            log.info("reconcile cancelled: the fence lapsed")
                         except asyncio.CancelledError:
                             # Disengagement cancelled only this reconcile (no other cancellation is
                             # pending): the worker goes on; the `finally` takes the cancel back.
                             if req not in aborted or task.cancelling() > 1:
                                 raise
                             queue.forget(req)
-                            log.info("reconcile cancelled: cluster disengaged")
+                            log.info("reconcile cancelled: cluster disengaged or its fence lapsed")
                         except Exception as exc:  # noqa: BLE001  # any reconciler error: recorded, requeued
                             self._failed(req, exc, m)
                         finally:
@@ -478,7 +550,8 @@ class Controller:
                             start = end  # the next held request starts now
                             current[slot] = None
                             if aborted and req in aborted:
-                                # Disengagement cancelled this reconcile (it ended either way).
+                                # Disengagement or a lapsed fence cancelled this reconcile (it
+                                # ended either way).
                                 aborted.discard(req)
                                 task.uncancel()
                                 # The run's counts for this cluster go in before its metrics may.
@@ -522,6 +595,13 @@ class Controller:
             return
         self.queue.forget(req)
         log.debug("dropping %s: cluster %r is not engaged", req, cluster, extra={"controller": self.name})
+
+    def _drop_unfenced(self, req: Request, fence: Tenure) -> None:
+        """Let a request go unreconciled: this replica is no longer sure it holds the cluster's
+        fence or leadership (the cluster is being given up, or the manager is stopping)."""
+        self.queue.forget(req)
+        lost = fence if fence.valid_until <= self.queue.clock() else self._leadership
+        log.debug("dropping %s: %s is not held", req, lost.name, extra={"controller": self.name})
 
     def _failed(self, req: Request, exc: Exception, m: ClusterMetrics) -> None:
         """Record a reconcile that raised ``exc`` and requeue it unless that is pointless."""

@@ -14,6 +14,13 @@ coordinator with ``bind(manager)`` is handed its manager when the manager is cre
 given also has ``await run.drain(timeout)``: the controllers stop taking work for the cluster and
 finish what is in flight — call it before cancelling ``run()`` to hand a cluster over gracefully.
 :class:`mcr.sharding.ShardedCoordinator` spreads clusters over replicas with Leases.
+
+Fencing: a coordinator that runs a cluster only while it holds a lease publishes how long it is
+sure to hold it — a :class:`Tenure` it confirms after each renewal — with
+:func:`fence_cluster` before calling ``run()``, and withdraws it once ``run()`` has ended. Every
+controller engaged with that cluster then starts a reconcile only while the tenure holds (checked
+against the clock before each one, so a process resumed after a pause runs nothing queued) and
+cancels its reconciles in flight the moment it lapses, without waiting for the coordinator.
 """
 
 from __future__ import annotations
@@ -21,11 +28,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from mcr._controllerparts import Tenure, fence_cluster
+
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
     from mcr.multicluster import ClusterName
 
-__all__ = ["BasicCoordinator", "Coordinator"]
+__all__ = ["BasicCoordinator", "Coordinator", "Tenure", "fence_cluster"]
 
 
 @runtime_checkable
