@@ -4,9 +4,16 @@ A :class:`LeaderElector` campaigns for one Lease: it retries every ``retry_perio
 to 1.2x, so replicas do not hit the server in lockstep) until it holds the lease, then renews it
 every ``retry_period``. Another holder's lease counts as expired only when its record has not
 changed for ``lease_duration`` by *this* process's monotonic clock (clock skew between replicas
-cannot hand the lease to two holders). If a renewal does not succeed within ``renew_deadline``,
-leadership is lost: :meth:`LeaderElector.run` raises :class:`LeaderElectionLostError` and the
-manager stops; there is no re-campaign, the process is expected to exit.
+cannot hand the lease to two holders).
+
+Leadership is valid until ``renew_deadline`` after the send time of the last write of the lease
+the server confirmed (its :attr:`LeaderElector.tenure`), on this process's monotonic clock: a
+standby takes over only ``lease_duration`` after it saw that write, so the leader stops first,
+with ``lease_duration - renew_deadline`` to spare. Each attempt to renew is cut off at that
+deadline; when it passes — requests hanging, the server unreachable, or the process paused — the
+tenure lapses at once (leader-only work checking it stops, see :meth:`mcr.Controller.fence`),
+:meth:`LeaderElector.run` raises :class:`LeaderElectionLostError` and the manager stops; there is
+no re-campaign, the process is expected to exit. So does finding the lease taken by another.
 
 Writes use the lease's resourceVersion, so two candidates can never both win one round (the
 loser gets 409 Conflict). ``leaseTransitions`` counts holder changes; times are MicroTime with
@@ -26,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from mcr._controllerparts import Tenure
 from mcr.errors import AlreadyExistsError, ConflictError, MCRError, NotFoundError
 from mcr.metrics import LEADER_ELECTION_MASTER_STATUS, LEADER_ELECTION_SLOWPATH_TOTAL
 
@@ -96,9 +104,11 @@ class _Observed:
 class LeaderElector:
     """Campaigns for and holds one Lease through ``transport`` (which this object does not own).
 
-    ``elected`` is set while this replica leads. ``run`` campaigns, then renews until cancelled
-    (returns by re-raising ``CancelledError`` after the optional release) or until leadership is
-    lost (raises :class:`LeaderElectionLostError`). ``run`` may be called once.
+    ``elected`` is set while this replica leads; ``tenure`` says until when it may be sure to
+    (give ``tenure`` to share one made beforehand, e.g. with the runnables it fences). ``run``
+    campaigns, then renews until cancelled (returns by re-raising ``CancelledError`` after the
+    optional release; the tenure is released) or until leadership is lost (raises
+    :class:`LeaderElectionLostError`; the tenure lapsed). ``run`` may be called once.
     """
 
     def __init__(
@@ -112,6 +122,7 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         release_on_cancel: bool = False,
+        tenure: Tenure | None = None,
     ) -> None:
         validate_options(name, namespace, lease_duration, renew_deadline, retry_period)
         self._transport = transport
@@ -124,6 +135,8 @@ class LeaderElector:
         self.release_on_cancel = release_on_cancel
         self.request_timeout = max(renew_deadline / 2, 1.0)
         self.elected = asyncio.Event()
+        self.tenure = tenure if tenure is not None else Tenure(f"leader lease {namespace}/{name}")
+        self._sent = 0.0  # monotonic send time of the last write the server confirmed
         self._observed: _Observed | None = None
         self._lease: dict[str, Any] | None = None  # the last lease object read or written by us
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
@@ -146,8 +159,13 @@ class LeaderElector:
             LEADER_ELECTION_MASTER_STATUS.labels(self.name).set(1)
             await self._renew_loop()
         except asyncio.CancelledError:
+            # Leader-only work has stopped (the manager stops it first): the tenure ends quietly.
+            self.tenure.release()
             if self.release_on_cancel and self.elected.is_set():
                 await self._release()
+            raise
+        except BaseException:
+            self.tenure.lapse()
             raise
         finally:
             self.elected.clear()
@@ -157,20 +175,35 @@ class LeaderElector:
         log.info(
             "attempting to acquire leader lease", extra={"lease": self.lease_key, "identity": self.identity}
         )
-        while not await self._try_acquire_or_renew():  # noqa: ASYNC110  # polling the server is the point
+        while True:
+            sent = time.monotonic()
+            # Held once the write is confirmed within the renew deadline of its sending.
+            if await self._try_acquire_or_renew() and self.tenure.confirm(sent + self.renew_deadline):
+                self._sent = sent
+                return
             await asyncio.sleep(self.retry_period * (1 + self._rng.random() * JITTER_FACTOR))
 
     async def _renew_loop(self) -> None:
+        """Renew every ``retry_period`` after the last confirmed write's sending, retrying until the
+        tenure's deadline (each attempt is cut off there); raise when leadership is lost."""
+        tenure = self.tenure
         while True:
-            await asyncio.sleep(self.retry_period)
-            deadline = time.monotonic() + self.renew_deadline
-            while not await self._try_acquire_or_renew(deadline=deadline):
-                await asyncio.sleep(min(self.retry_period, max(deadline - time.monotonic(), 0.0)))
+            await asyncio.sleep(max(self._sent + self.retry_period - time.monotonic(), 0.0))
+            while True:
+                sent = time.monotonic()
                 # An attempt with almost no time left would only be cut off mid-request.
-                if deadline - time.monotonic() < _MIN_ATTEMPT * self.request_timeout:
+                if tenure.valid_until - sent < _MIN_ATTEMPT * min(self.request_timeout, self.renew_deadline):
                     raise LeaderElectionLostError(
                         self.lease_key, self.identity, f"failed to renew within {self.renew_deadline}s"
                     )
+                if await self._try_acquire_or_renew(deadline=tenure.valid_until):
+                    if not tenure.confirm(sent + self.renew_deadline):
+                        raise LeaderElectionLostError(
+                            self.lease_key, self.identity, f"renewal confirmed after {self.renew_deadline}s"
+                        )
+                    self._sent = sent
+                    break
+                await asyncio.sleep(min(self.retry_period, max(tenure.valid_until - time.monotonic(), 0.0)))
 
     # -- one round -------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from mcr.errors import ClusterNotFoundError, MCRError
-from mcr.manager.coordinator import BasicCoordinator, Coordinator
+from mcr.manager.coordinator import BasicCoordinator, Coordinator, Tenure
 from mcr.manager.engagements import ClusterInfo, ClusterState, Engagements
 from mcr.manager.leaderelection import LeaderElectionLostError, LeaderElector, validate_options
 from mcr.manager.probes import Check, HTTPServer, ProbeSet, health_app, metrics_app, parse_bind_address
@@ -150,6 +150,7 @@ class Manager:
         self.leader_election = leader_election
         self._elector: LeaderElector | None = None
         self._elector_args: dict[str, Any] = {}
+        self._leadership: Tenure | None = None  # fences the runnables that need leadership
         if leader_election:
             if config is None:
                 raise ValueError("leader election needs a local cluster: pass a config to Manager")
@@ -162,6 +163,8 @@ class Manager:
                     f"({_SA_NAMESPACE_FILE} not found)"
                 )
             validate_options(leader_election_id, namespace, lease_duration, renew_deadline, retry_period)
+            self._leadership = Tenure(f"leader lease {namespace}/{leader_election_id}")
+            self._leadership.on_lapse(self._leadership_lapsed)
             self._elector_args = dict(
                 name=leader_election_id,
                 namespace=namespace,
@@ -170,6 +173,7 @@ class Manager:
                 renew_deadline=renew_deadline,
                 retry_period=retry_period,
                 release_on_cancel=leader_election_release_on_cancel,
+                tenure=self._leadership,
             )
         self.elected = asyncio.Event()
         """Set once this replica may run leader-election runnables (at start without leader election)."""
@@ -228,6 +232,9 @@ class Manager:
             raise TypeError(f"{runnable!r} is neither a runnable (async start()) nor aware (async engage())")
         leader = needs_leader_election(runnable)
         group = self._leaders if leader else self._others
+        fence = getattr(runnable, "fence", None)
+        if leader and self._leadership is not None and callable(fence):
+            fence(self._leadership)  # e.g. a controller: no reconcile once leadership lapsed
         if has_start:
             group.add(runnable)
         else:
@@ -330,6 +337,14 @@ class Manager:
     def _second_signal(self) -> None:
         if self._error is None:
             self._error = ShutdownAbortedError("graceful shutdown aborted by a second signal")
+        self._abort_shutdown()
+
+    def _leadership_lapsed(self) -> None:
+        """Leadership can no longer be trusted (not renewed in time): stop leader-only work now,
+        from the tenure's timer, before anything else the event loop has queued runs."""
+        if self._error is None:
+            lease = f"{self._elector_args['namespace']}/{self._elector_args['name']}"
+            self._error = LeaderElectionLostError(lease, self.identity, "leadership lapsed")
         self._abort_shutdown()
 
     def _abort_shutdown(self) -> None:
