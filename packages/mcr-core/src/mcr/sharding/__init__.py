@@ -1,12 +1,23 @@
 """Scale-out: clusters spread over the replicas of a controller, fenced by Kubernetes Leases.
 
 ``Manager(config, provider=..., coordinator=ShardedCoordinator(namespace="my-controller"))`` on
-every replica; see :class:`ShardedCoordinator` and docs/sharding.md.
+every replica; see :class:`ShardedCoordinator` and docs/sharding.md. :class:`Sharder` and
+:class:`PeerRegistry` are the protocols of its pluggable parts (who owns a cluster, who the
+replicas are).
 """
 
 from __future__ import annotations
 
-from mcr.sharding.coordinator import ShardedCoordinator
+from mcr.sharding.coordinator import ShardedCoordinator, validate_timings
 from mcr.sharding.hashing import fence_name, owner, score
+from mcr.sharding.peers import PeerRegistry, Sharder
 
-__all__ = ["ShardedCoordinator", "fence_name", "owner", "score"]
+__all__ = [
+    "PeerRegistry",
+    "ShardedCoordinator",
+    "Sharder",
+    "fence_name",
+    "owner",
+    "score",
+    "validate_timings",
+]

@@ -1,25 +1,37 @@
 """The sharded coordinator: each engaged cluster runs on exactly one replica, fenced by a Lease.
 
-Replicas of one controller announce themselves with peer Leases (``<prefix>-peer-<identity>``,
-renewed every third of ``peer_ttl``) in ``namespace`` of the local cluster, and learn the live
-peers from a watch on those Leases: a peer whose Lease has not changed for ``peer_ttl`` (by this
-process's clock) or was deleted is gone. Every replica computes, with weighted rendezvous hashing
-(:mod:`mcr.sharding.hashing`), the same owner for each cluster from the same membership.
+Replicas of one controller learn the live replicas from a peer registry (by default peer Leases
+``<prefix>-peer-<identity>`` in ``namespace`` of the local cluster, renewed every third of
+``peer_ttl`` and read from a watch: a peer whose Lease has not changed for ``peer_ttl`` by this
+process's clock, or was deleted, is gone). Every replica computes, with the sharder (weighted
+rendezvous hashing, :mod:`mcr.sharding.hashing`), the same owner for each cluster from the same
+membership.
 
 The owner of a cluster takes its fence Lease (``<prefix>-shard-<cluster>-<hash>``) and runs the
-cluster's controllers only while it holds it, renewing it every ``renew_period``. When the
-membership moves the cluster elsewhere, the owner hands it over gracefully: its controllers stop
-taking work for the cluster and finish the reconciles in flight (bounded by ``drain_timeout``),
-then the cluster is disengaged and the fence released, so the next owner starts at once. A fence
-that cannot be renewed for ``0.7 * lease_duration`` is given up at once (no drain: another replica
-may own the cluster by then); a replica that dies stops renewing, and its fences expire after
-``lease_duration``. Nothing is claimed before the first membership snapshot has been stable for
-``retry_period`` (no cold-start stampede), and a replica waits ``retry_period`` between attempts
-on a fence someone else holds (woken early when that fence changes).
+cluster's controllers only while it may be sure it holds it: until ``renew_deadline`` after the
+send time of the last write of the fence the server confirmed, on this process's monotonic clock
+(the fence's :class:`~mcr.manager.coordinator.Tenure`). It renews the fence ``renew_period`` after
+that send, retries every ``retry_period``, and cuts each attempt off at the deadline. Another
+replica takes the fence only once it has seen it unchanged for ``lease_duration``, so the owner
+stops ``lease_duration - renew_deadline`` before anyone else may start. When the deadline passes —
+the server unreachable, requests hanging, the process paused — the cluster's controllers stop at
+once (no new reconcile starts, those in flight are cancelled: see :mod:`mcr.manager.coordinator`),
+then the cluster is disengaged and the fence released if the server can be reached.
+
+When the membership moves a cluster elsewhere, its owner hands it over gracefully: its controllers
+stop taking work for the cluster and finish the reconciles in flight (bounded by
+``drain_timeout``, the fence still renewed meanwhile), then the cluster is disengaged and the fence
+released, so the next owner starts at once. A replica that dies stops renewing, and its fences can
+be taken ``lease_duration`` after their last renewal. Nothing is claimed before the first
+membership snapshot has been stable for ``retry_period`` (no cold-start stampede), and a replica
+waits ``retry_period`` between attempts on a fence someone else holds (woken early when that fence
+changes). With ``per_cluster_lease=False`` there are no fences: a cluster runs wherever the sharder
+puts it in this replica's view of the membership, and two replicas can run it at once while their
+views differ (docs/sharding.md).
 
 With leader election, only the leader announces itself (controllers that need leadership run
 there only), so the leader owns every cluster; without it, every replica shares the work. A clean
-stop releases every fence after the controllers stopped and deletes the peer Lease.
+stop releases every fence after the controllers stopped and withdraws the announcement.
 """
 
 from __future__ import annotations
@@ -27,34 +39,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcr import metrics
 from mcr.cache import ByObject, CacheOptions, NamespaceConfig
-from mcr.errors import APIError, MCRError, TransportError
+from mcr.errors import MCRError
+from mcr.manager.coordinator import Tenure, fence_cluster
 from mcr.sharding.hashing import fence_name, owner
-from mcr.sharding.leases import (
-    LEASE,
-    PREFIX_LABEL,
-    ROLE_LABEL,
-    WEIGHT_ANNOTATION,
-    Fence,
-    Observations,
-    PeerLease,
-)
+from mcr.sharding.leases import LEASE, PREFIX_LABEL, FenceLease, Observations
+from mcr.sharding.peers import LeasePeers, PeerRegistry, Sharder
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
     from mcr.config import RestConfig
 
-__all__ = ["ShardedCoordinator"]
+__all__ = ["ShardedCoordinator", "validate_timings"]
 
 log = logging.getLogger("mcr.sharding")
+
+RENEW_DEADLINE_SHARE = 2 / 3
+"""``renew_deadline`` defaults to this share of ``lease_duration`` (client-go's 10 s of 15 s)."""
 
 
 def _default_identity() -> str:
@@ -62,17 +72,59 @@ def _default_identity() -> str:
     return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
+def validate_timings(
+    lease_duration: float,
+    renew_deadline: float,
+    renew_period: float,
+    retry_period: float,
+    peer_ttl: float,
+    drain_timeout: float,
+) -> None:
+    """Raise ``ValueError`` naming the option unless the timings are sane.
+
+    Every timing is a finite number of seconds, positive (``drain_timeout`` may be 0), and
+    ``lease_duration > renew_deadline > renew_period``: the owner stops before a fence can be taken
+    from it (the difference is the margin), and renews before its deadline.
+    """
+    for option, value in (
+        ("lease_duration", lease_duration),
+        ("renew_deadline", renew_deadline),
+        ("renew_period", renew_period),
+        ("retry_period", retry_period),
+        ("peer_ttl", peer_ttl),
+    ):
+        if not (0 < value < math.inf):
+            raise ValueError(f"{option} must be a positive number of seconds, got {value!r}")
+    if not (0 <= drain_timeout < math.inf):
+        raise ValueError(f"drain_timeout must be a number of seconds >= 0, got {drain_timeout!r}")
+    if not renew_deadline < lease_duration:
+        raise ValueError(
+            f"renew_deadline ({renew_deadline}) must be shorter than lease_duration ({lease_duration}): "
+            "a replica must stop running a cluster before another may take its fence"
+        )
+    if not renew_period < renew_deadline:
+        raise ValueError(
+            f"renew_period ({renew_period}) must be shorter than renew_deadline ({renew_deadline:.3g}; "
+            f"default {RENEW_DEADLINE_SHARE:.2g} of lease_duration): a fence is renewed before its deadline"
+        )
+
+
 class ShardedCoordinator:
     """Spreads engaged clusters over the replicas of a controller (see the module docs).
 
     ``namespace``: where the Leases live (in the local cluster; default ``default``). ``identity``:
-    this replica's unique id (default ``<hostname>-<pid>-<random>``). ``weight``: its share of the
-    clusters relative to the other replicas' weights. Timings in seconds: ``lease_duration`` of
-    a fence (15), ``renew_period`` of fences (5), ``retry_period`` between attempts and the
-    settling time before the first claim (2), ``peer_ttl`` after which a silent replica drops out
-    (default ``lease_duration``), ``drain_timeout`` for in-flight reconciles at a hand-over
-    (default half the lease duration). ``prefix`` names the Leases (``mcr``). ``config``: the
-    cluster holding the Leases (default: the manager's). Pass it to ``Manager(coordinator=...)``.
+    this replica's unique id (default ``<hostname>-<pid>-<random>``, or the registry's). ``weight``:
+    its share of the clusters relative to the other replicas' weights. Timings in seconds:
+    ``lease_duration`` of a fence (15), ``renew_deadline`` after a fence's last confirmed renewal
+    by which its owner stops (default 2/3 of the lease duration), ``renew_period`` of fences (5),
+    ``retry_period`` between attempts and the settling time before the first claim (2),
+    ``peer_ttl`` after which a silent replica drops out (default ``lease_duration``),
+    ``drain_timeout`` for in-flight reconciles at a hand-over (default half the lease duration);
+    see :func:`validate_timings`. ``prefix`` names the Leases (``mcr``). ``config``: the cluster
+    holding the Leases (default: the manager's). ``sharder``: who owns a cluster (default
+    :func:`~mcr.sharding.owner`); ``peer_registry``: who the replicas are (default: peer Leases);
+    ``per_cluster_lease=False`` runs clusters without fences (weaker: see the module docs). Pass it
+    to ``Manager(coordinator=...)``.
     """
 
     def __init__(
@@ -82,34 +134,53 @@ class ShardedCoordinator:
         identity: str | None = None,
         weight: float = 1.0,
         lease_duration: float = 15.0,
+        renew_deadline: float | None = None,
         renew_period: float = 5.0,
         retry_period: float = 2.0,
         peer_ttl: float | None = None,
         drain_timeout: float | None = None,
         prefix: str = "mcr",
         config: RestConfig | None = None,
+        sharder: Sharder | None = None,
+        peer_registry: PeerRegistry | None = None,
+        per_cluster_lease: bool = True,
     ) -> None:
-        if not renew_period < lease_duration:
-            raise ValueError(
-                f"renew_period ({renew_period}) must be shorter than lease_duration ({lease_duration})"
-            )
-        if weight <= 0:
+        self.renew_deadline = (
+            renew_deadline if renew_deadline is not None else RENEW_DEADLINE_SHARE * lease_duration
+        )
+        self.peer_ttl = peer_ttl if peer_ttl is not None else lease_duration
+        self.drain_timeout = drain_timeout if drain_timeout is not None else lease_duration / 2
+        validate_timings(
+            lease_duration, self.renew_deadline, renew_period, retry_period, self.peer_ttl, self.drain_timeout
+        )
+        if not (0 < weight < math.inf):
             raise ValueError(f"weight must be positive, got {weight!r}")
+        if sharder is not None and not callable(sharder):
+            raise TypeError(f"sharder must be a function (cluster, peers) -> owner, got {sharder!r}")
+        if peer_registry is not None:
+            if identity is not None and identity != peer_registry.identity:
+                raise ValueError(
+                    f"identity {identity!r} differs from the peer registry's ({peer_registry.identity!r}); "
+                    "omit identity to use the registry's"
+                )
+            identity = peer_registry.identity
         self.namespace = namespace
         self.identity = identity or _default_identity()
         self.weight = weight
         self.lease_duration = lease_duration
         self.renew_period = renew_period
         self.retry_period = retry_period
-        self.peer_ttl = peer_ttl if peer_ttl is not None else lease_duration
-        self.drain_timeout = drain_timeout if drain_timeout is not None else lease_duration / 2
         self.prefix = prefix
+        self.per_cluster_lease = per_cluster_lease
         self.peer_lease_name = fence_name(f"{prefix}-peer", self.identity)
+        self._sharder: Sharder = sharder if sharder is not None else owner
+        self._registry = peer_registry
         self._config = config
         self._manager: Any = None
         self._client: Any = None
         self._observations = Observations()
         self._peers: dict[str, float] = {}
+        self._stable_since = 0.0
         self._ready = asyncio.Event()
         self._changed = asyncio.Event()
         self._fence_events: dict[str, asyncio.Event] = {}
@@ -130,10 +201,10 @@ class ShardedCoordinator:
 
     def owner_of(self, name: str) -> str | None:
         """The replica that should own cluster ``name`` (``None`` before the first snapshot)."""
-        return owner(name, self._peers) if self._ready.is_set() else None
+        return self._sharder(name, self._peers) if self._ready.is_set() else None
 
     def owned(self) -> list[str]:
-        """The clusters this replica runs (holds the fence of), sorted."""
+        """The clusters this replica runs, sorted."""
         return sorted(self._owned)
 
     # -- the runnable: membership ----------------------------------------------------------------
@@ -142,82 +213,72 @@ class ShardedCoordinator:
         """Announce this replica and follow the membership until cancelled (a manager runnable)."""
         from mcr.cluster import Cluster
 
-        config = self._config or getattr(getattr(self._manager, "local_cluster", None), "config", None)
-        if config is None:
-            raise MCRError(
-                "the sharded coordinator needs a cluster for its Leases: "
-                "pass config= or use it with a manager that has a config"
-            )
-        options = CacheOptions(
-            default_namespaces={self.namespace: NamespaceConfig()},
-            by_object={LEASE: ByObject(label_selector=f"{PREFIX_LABEL}={self.prefix}")},
-        )
-        view = Cluster(config, name="mcr-sharding", cache_options=options)
-        peer = PeerLease(
-            view.api_reader, namespace=self.namespace, name=self.peer_lease_name, identity=self.identity,
-            weight=self.weight, ttl=self.peer_ttl, prefix=self.prefix,
-        )  # fmt: skip
+        view: Cluster | None = None
         try:
-            await view.start()
-            informer = await view.cache.get_informer(LEASE)
-            registration = informer.add_event_handler(_Watch(self))
-            await informer.wait_for_sync(None)
-            self._client = view.api_reader
+            informer: Any = None
+            if self.per_cluster_lease or self._registry is None:
+                config = self._config or getattr(
+                    getattr(self._manager, "local_cluster", None), "config", None
+                )
+                if config is None:
+                    raise MCRError(
+                        "the sharded coordinator needs a cluster for its Leases: "
+                        "pass config= or use it with a manager that has a config"
+                    )
+                options = CacheOptions(
+                    default_namespaces={self.namespace: NamespaceConfig()},
+                    by_object={LEASE: ByObject(label_selector=f"{PREFIX_LABEL}={self.prefix}")},
+                )
+                view = Cluster(config, name="mcr-sharding", cache_options=options)
+                await view.start()
+                informer = await view.cache.get_informer(LEASE)
+                informer.add_event_handler(_Watch(self))
+                await informer.wait_for_sync(None)
+                self._client = view.api_reader
+            registry = self._registry or LeasePeers(
+                self._client, informer, self._observations, namespace=self.namespace,
+                lease_name=self.peer_lease_name, identity=self.identity, weight=self.weight,
+                ttl=self.peer_ttl, retry_period=self.retry_period, prefix=self.prefix,
+            )  # fmt: skip
             elected = getattr(self._manager, "elected", None)
             if elected is not None:
                 await elected.wait()  # with leader election only the leader runs controllers
-            await self._announce_and_follow(peer, informer)
-            registration.remove()
+            await self._follow(registry)
         finally:
             self._ready.clear()
             self._peers = {}
             metrics.SHARDING_PEERS.set(0)
-            with contextlib.suppress(Exception):
-                await peer.delete()
-            await view.stop()
+            if view is not None:
+                await view.stop()
 
-    async def _announce_and_follow(self, peer: PeerLease, informer: Any) -> None:
-        renew_every = self.peer_ttl / 3
-        next_renew = 0.0
-        stable_since = time.monotonic()
-        tick = min(self.retry_period, renew_every) / 2
+    async def _follow(self, registry: PeerRegistry) -> None:
+        self._stable_since = time.monotonic()
+        settle = asyncio.create_task(self._settle(), name="mcr-sharding-settle")
+        try:
+            await registry.run(lambda: self._membership(registry.peers()))
+        finally:
+            settle.cancel()
+            await asyncio.gather(settle, return_exceptions=True)
+        raise MCRError(f"peer registry {registry!r} stopped following the membership")
+
+    def _membership(self, peers: Mapping[str, float]) -> None:
+        live = dict(peers)
+        if live == self._peers:
+            return
+        log.info("sharding peers: %s", ", ".join(sorted(live)), extra={"identity": self.identity})
+        self._peers = live
+        metrics.SHARDING_PEERS.set(len(live))
+        self._stable_since = time.monotonic()
+        self._notify()
+
+    async def _settle(self) -> None:
+        """Set ready once this replica is a member and the membership was stable for a retry period."""
         while True:
-            now = time.monotonic()
-            if now >= next_renew:
-                try:
-                    await peer.renew()
-                    next_renew = now + renew_every
-                except (APIError, TransportError) as exc:
-                    log.warning("renewing peer lease %s failed: %s", self.peer_lease_name, exc)
-                    next_renew = now + min(self.retry_period, renew_every)
-            peers = self._live(informer)
-            if peers != self._peers:
-                log.info("sharding peers: %s", ", ".join(sorted(peers)), extra={"identity": self.identity})
-                self._peers = peers
-                metrics.SHARDING_PEERS.set(len(peers))
-                stable_since = time.monotonic()
-                self._notify()
-            if (
-                not self._ready.is_set()
-                and self.identity in peers
-                and now - stable_since >= self.retry_period
-            ):
+            if self.identity in self._peers and time.monotonic() - self._stable_since >= self.retry_period:
                 self._ready.set()
                 self._notify()
-            await asyncio.sleep(tick)
-
-    def _live(self, informer: Any) -> dict[str, float]:
-        live: dict[str, float] = {}
-        for lease in informer.list(self.namespace):
-            meta = lease.get("metadata") or {}
-            if (meta.get("labels") or {}).get(ROLE_LABEL) != "peer" or self._observations.expired(lease):
-                continue
-            try:
-                weight = float((meta.get("annotations") or {}).get(WEIGHT_ANNOTATION, "1"))
-            except ValueError:
-                weight = 1.0
-            live[str(lease["spec"]["holderIdentity"])] = weight if weight > 0 else 1.0
-        return live
+                return
+            await asyncio.sleep(self.retry_period / 4)
 
     def _notify(self) -> None:
         self._changed.set()
@@ -232,62 +293,168 @@ class ShardedCoordinator:
 
     async def coordinate(self, name: str, cluster: Cluster, run: Callable[[], Awaitable[None]]) -> None:
         """Run ``run()`` while this replica owns ``name`` and holds its fence (see the module docs)."""
-        fence: Fence | None = None
+        if not self.per_cluster_lease:
+            while True:
+                await self._owner_wait(name)
+                await self._own(name, cluster, run, None, None)
+        fence: FenceLease | None = None
         lease_name = fence_name(f"{self.prefix}-shard", name)
         wake = self._fence_events.setdefault(lease_name, asyncio.Event())
         try:
             while True:
-                await self._ready.wait()
-                changed = self._changed
-                if self.owner_of(name) != self.identity:
-                    await changed.wait()
-                    continue
+                changed = await self._owner_wait(name)
                 if fence is None:
                     fence = self._fence(name, lease_name)
                 wake.clear()
-                if await fence.try_acquire():
-                    await self._own(name, fence, run)
+                acquired = await self._acquire(name, fence)
+                if acquired is not None:
+                    await self._own(name, cluster, run, fence, acquired)
                     continue
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.retry_period):
                         await _first(changed.wait(), wake.wait())
         finally:
-            self._fence_events.pop(lease_name, None)
+            if self._fence_events.get(lease_name) is wake:
+                del self._fence_events[lease_name]
             if fence is not None:
-                await fence.release()
+                await self._release(fence)
 
-    async def _own(self, name: str, fence: Fence, run: Callable[[], Awaitable[None]]) -> None:
-        """Run the cluster while the fence holds and the cluster stays ours; hand it over after."""
+    async def _owner_wait(self, name: str) -> asyncio.Event:
+        """Wait until this replica should own ``name``; returns the change event current then."""
+        while True:
+            await self._ready.wait()
+            changed = self._changed
+            if self.owner_of(name) == self.identity:
+                return changed
+            await changed.wait()
+
+    async def _acquire(self, name: str, fence: FenceLease) -> tuple[Tenure, float] | None:
+        """Take the fence: its tenure and the confirmed write's send time, or ``None``."""
+        sent: float | None = None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.renew_deadline):
+                sent = await fence.try_acquire()
+        if sent is None:
+            return None
+        tenure = Tenure(f"fence of cluster {name!r}")
+        if not tenure.confirm(sent + self.renew_deadline):
+            return None  # confirmed too late to be sure of it: the next attempt renews it
+        return tenure, sent
+
+    async def _own(
+        self,
+        name: str,
+        cluster: Cluster,
+        run: Callable[[], Awaitable[None]],
+        fence: FenceLease | None,
+        acquired: tuple[Tenure, float] | None,
+    ) -> None:
+        """Run the cluster while it stays ours (and its fence holds); hand it over after."""
         metrics.SHARDING_ACQUISITIONS_TOTAL.inc()
         self._owned.add(name)
         metrics.SHARDING_OWNED_CLUSTERS.set(len(self._owned))
         log.info("owning cluster", extra={"cluster": name, "identity": self.identity})
+        tenure = acquired[0] if acquired is not None else None
+        lapsed = asyncio.Event()
+        keeper: asyncio.Task[None] | None = None
+        withdraw: Callable[[], None] = _nothing
+        if fence is not None and acquired is not None:
+            tenure, sent = acquired
+            tenure.on_lapse(lapsed.set)
+            withdraw = fence_cluster(name, cluster, tenure)
+            keeper = asyncio.create_task(self._keep(fence, tenure, sent), name=f"mcr-fence-{fence.name}")
         task: asyncio.Future[None] = asyncio.ensure_future(run())
         reason = "released"
         try:
             while True:
                 changed = self._changed
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.renew_period):
-                        await _first(changed.wait(), asyncio.shield(task))
+                await _first(changed.wait(), asyncio.shield(task), lapsed.wait())
                 if task.done():
                     task.result()  # an error of the engagement propagates
+                if lapsed.is_set():
+                    reason = "lost"
+                    return
                 if self.owner_of(name) != self.identity:
                     reason = "rebalanced"
                     return
-                due = time.monotonic() - fence.last_renewed >= self.renew_period
-                if due and not await fence.renew() and self._lost(fence):
-                    reason = "lost"
-                    return
         finally:
-            await self._hand_over(name, fence, task, run, drain=reason != "lost")
+            await self._hand_over(name, task, keeper, tenure, fence, withdraw, run, drain=reason != "lost")
             metrics.SHARDING_HANDOVERS_TOTAL.labels(reason).inc()
             log.info(
                 "no longer owning cluster (%s)", reason, extra={"cluster": name, "identity": self.identity}
             )
 
-    def _fence(self, cluster: str, lease_name: str) -> Fence:
-        return Fence(
+    async def _keep(self, fence: FenceLease, tenure: Tenure, sent: float) -> None:
+        """Renew ``fence`` ``renew_period`` after the last confirmed write's sending, retrying every
+        ``retry_period`` with each attempt cut off at the tenure's deadline; lapse the tenure when
+        the fence is lost (the tenure's own timer lapses it when the deadline passes)."""
+        while True:
+            await asyncio.sleep(max(sent + self.renew_period - time.monotonic(), 0.0))
+            while True:
+                now = time.monotonic()
+                left = tenure.valid_until - now
+                if left <= 0:
+                    tenure.lapse()
+                    return
+                renewed = False
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):
+                        renewed = await fence.renew()
+                if not fence.held:
+                    log.warning("fence taken by another replica", extra={"cluster": fence.cluster})
+                    tenure.lapse()
+                    return
+                if renewed:
+                    if not tenure.confirm(now + self.renew_deadline):
+                        return  # lapsed meanwhile
+                    sent = now
+                    break
+                await asyncio.sleep(min(self.retry_period, max(tenure.valid_until - time.monotonic(), 0.0)))
+
+    async def _hand_over(
+        self,
+        name: str,
+        task: asyncio.Future[None],
+        keeper: asyncio.Task[None] | None,
+        tenure: Tenure | None,
+        fence: FenceLease | None,
+        withdraw: Callable[[], None],
+        run: Any,
+        *,
+        drain: bool,
+    ) -> None:
+        """Drain (when asked), stop the cluster's run, then end the tenure and release the fence: in
+        that order, also when cancelled, so the next owner never overlaps this one. Until the run
+        has ended the fence is renewed; should that fail, the tenure's lapse stops the work."""
+        try:
+            drainer = getattr(run, "drain", None)
+            if drain and drainer is not None and not task.done():
+                with contextlib.suppress(Exception):
+                    await drainer(self.drain_timeout)
+        finally:
+            task.cancel()
+            try:
+                await asyncio.gather(task, return_exceptions=True)
+            finally:
+                withdraw()
+                if keeper is not None:
+                    keeper.cancel()
+                    await asyncio.gather(keeper, return_exceptions=True)
+                self._owned.discard(name)
+                metrics.SHARDING_OWNED_CLUSTERS.set(len(self._owned))
+                if task.done():  # else a second cancellation cut the wait short: let the fence lapse
+                    if tenure is not None:
+                        tenure.release()
+                    if fence is not None:
+                        await self._release(fence)
+
+    async def _release(self, fence: FenceLease) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.renew_deadline):
+                await fence.release()
+
+    def _fence(self, cluster: str, lease_name: str) -> FenceLease:
+        return FenceLease(
             self._client,
             self._observations,
             namespace=self.namespace,
@@ -298,26 +465,9 @@ class ShardedCoordinator:
             prefix=self.prefix,
         )
 
-    def _lost(self, fence: Fence) -> bool:
-        """Another replica holds the fence, or renewals have failed for too long to trust it."""
-        return not fence.held or time.monotonic() - fence.last_renewed > 0.7 * self.lease_duration
 
-    async def _hand_over(
-        self, name: str, fence: Fence, task: asyncio.Future[None], run: Any, *, drain: bool
-    ) -> None:
-        """Drain (when asked), stop the cluster's run, then release the fence: in that order, also
-        when cancelled, so the next owner never overlaps this one."""
-        try:
-            drainer = getattr(run, "drain", None)
-            if drain and drainer is not None and not task.done():
-                with contextlib.suppress(Exception):
-                    await drainer(self.drain_timeout)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            self._owned.discard(name)
-            metrics.SHARDING_OWNED_CLUSTERS.set(len(self._owned))
-            await fence.release()
+def _nothing() -> None:
+    return None
 
 
 async def _first(*aws: Awaitable[Any]) -> None:

@@ -5,7 +5,8 @@ its record (resourceVersion) has not changed for ``leaseDurationSeconds`` by *th
 monotonic clock, so clock skew between replicas never hands a Lease to two holders.
 :class:`Observations` records, from the watch on the Leases, when each record was last seen to
 change; writes are guarded by the resourceVersion, so of two replicas writing one Lease at once
-one gets 409 Conflict and loses.
+one gets 409 Conflict and loses. None of these calls bounds its own time: the caller does (a
+request cut off by a timeout counts as failed).
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from mcr.manager.leaderelection import format_micro_time
 if TYPE_CHECKING:
     from mcr.client import Client
 
-__all__ = ["LEASE", "PREFIX_LABEL", "ROLE_LABEL", "WEIGHT_ANNOTATION", "Fence", "Observations", "PeerLease"]
+__all__ = [
+    "LEASE",
+    "PREFIX_LABEL",
+    "ROLE_LABEL",
+    "WEIGHT_ANNOTATION",
+    "FenceLease",
+    "Observations",
+    "PeerLease",
+]
 
 LEASE = "coordination.k8s.io/v1/Lease"
 PREFIX_LABEL = "sharding.mcr.io/prefix"
@@ -73,7 +82,7 @@ def _seconds(duration: float) -> int:
     return max(1, math.ceil(duration))
 
 
-class Fence:
+class FenceLease:
     """The fence Lease of one cluster: whoever holds it (unexpired) may run the cluster."""
 
     def __init__(
@@ -97,7 +106,8 @@ class Fence:
         self.duration = duration
         self.prefix = prefix
         self.held = False
-        self.last_renewed = 0.0  # monotonic time of the last successful acquire or renew
+        """Whether this replica wrote the Lease last as its holder (``False`` once lost or released)."""
+        self._lease: dict[str, Any] | None = None  # the object of our last write
 
     async def _get(self) -> dict[str, Any] | None:
         try:
@@ -106,12 +116,17 @@ class Fence:
             return None
         return lease
 
-    async def try_acquire(self) -> bool:
-        """Take the fence if it is free, expired or already ours; ``False`` otherwise (never raises
-        for API errors: the caller retries)."""
+    async def try_acquire(self) -> float | None:
+        """Take the fence if it is free, expired or already ours.
+
+        Returns the monotonic time the winning write was sent (the server confirmed it), or
+        ``None`` when the fence is another's or the attempt failed (API errors are not raised:
+        the caller retries).
+        """
         try:
             lease = await self._get()
             now = format_micro_time()
+            sent = time.monotonic()
             if lease is None:
                 body = _lease(
                     self.namespace,
@@ -120,51 +135,65 @@ class Fence:
                     {CLUSTER_ANNOTATION: self.cluster},
                 )
                 body["spec"] = self._spec(now, now, 0)
-                await self.client.create(body)
+                self._lease = await self.client.create(body)
             else:
                 spec = lease.get("spec") or {}
                 holder = spec.get("holderIdentity") or ""
                 if holder != self.identity and not self.observations.expired(lease):
-                    return False
+                    return None
                 transitions = int(spec.get("leaseTransitions") or 0) + (holder != self.identity)
                 acquired = spec.get("acquireTime") if holder == self.identity else now
                 lease["spec"] = self._spec(acquired or now, now, transitions)
-                await self.client.update(lease)
+                sent = time.monotonic()
+                self._lease = await self.client.update(lease)
         except (AlreadyExistsError, ConflictError):
-            return False
+            return None
         except _API_ERRORS:
-            return False
+            return None
         self.held = True
-        self.last_renewed = time.monotonic()
-        return True
+        return sent
 
     async def renew(self) -> bool:
-        """Renew the fence; ``False`` when another replica holds it now (lost) or on an API error
-        (the caller decides, by :attr:`last_renewed`, when errors mean lost)."""
+        """Renew the fence: ``True`` once the server confirmed it; ``False`` on an API error (then
+        :attr:`held` stays true: the caller decides, by its deadline, when errors mean lost) or
+        when another replica holds it now (then :attr:`held` is false)."""
         try:
+            lease = self._lease
+            if lease is not None:
+                try:
+                    self._lease = await self.client.update(self._renewed(lease))
+                    return True
+                except ConflictError:
+                    self._lease = None  # changed by someone: read it and look
             lease = await self._get()
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 self.held = False
                 return False
-            lease["spec"]["renewTime"] = format_micro_time()
-            lease["spec"]["leaseDurationSeconds"] = _seconds(self.duration)
-            await self.client.update(lease)
-        except _API_ERRORS:
+            self._lease = await self.client.update(self._renewed(lease))
+        except _API_ERRORS:  # also 409 Conflict: changed again meanwhile, the next attempt reads it
             return False
-        self.last_renewed = time.monotonic()
         return True
 
+    def _renewed(self, lease: dict[str, Any]) -> dict[str, Any]:
+        spec = dict(lease.get("spec") or {})
+        spec["renewTime"] = format_micro_time()
+        spec["leaseDurationSeconds"] = _seconds(self.duration)
+        return {**lease, "spec": spec}
+
     async def release(self) -> None:
-        """Give the fence up (empty holder), so the next owner need not wait for expiry. Idempotent;
-        errors are ignored (the fence then expires on its own)."""
+        """Give the fence up (empty holder), so the next owner need not wait for expiry. Call it
+        only once this replica's work for the cluster has stopped. Idempotent; errors are ignored
+        (the fence then expires on its own)."""
         if not self.held:
             return
         self.held = False
+        self._lease = None
         try:
             lease = await self._get()
             if lease is not None and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
                 lease["spec"]["holderIdentity"] = ""
                 lease["spec"]["leaseDurationSeconds"] = 1
+                lease["spec"]["renewTime"] = format_micro_time()
                 await self.client.update(lease)
         except _API_ERRORS:
             return
