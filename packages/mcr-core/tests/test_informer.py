@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from mcr.cache.reflector import (
 from mcr.client import Client
 from mcr.config import load_config
 from mcr.errors import GoneError
+from mcr.metrics import REGISTRY
 from mcr.restmapper import RESTMapper
 from mcr.testing import eventually, open_sockets
 from mcr.transport import Transport
@@ -136,25 +138,35 @@ async def env(apiserver: Any) -> AsyncIterator[Env]:
 # Initial sync and handlers
 
 
+def answers_read(cluster: str) -> float:
+    """GET answers the transport of ``cluster`` has read whole (lists and gets; not watches)."""
+    return sum(
+        s.value
+        for metric in REGISTRY.collect()
+        if metric.name == "rest_client_response_size_bytes"
+        for s in metric.samples
+        if s.name.endswith("_count") and s.labels.get("cluster") == cluster and s.labels.get("verb") == "GET"
+    )
+
+
 async def test_initial_list_is_paginated_and_handlers_see_initial_adds(env: Env) -> None:
-    await env.make_cms(12)
+    await env.make_cms(12)  # (a real cluster has ConfigMaps of its own besides)
     cache = env.cache(page_size=5)
     await cache.start()
-    informer = await cache.get_informer(CM)
+    informer = await cache.get_informer(CM)  # (discovery was done by make_cms)
+    read = answers_read("test")
     rec = Recorder()
     reg = informer.add_event_handler(rec)
     assert await informer.wait_for_sync(10)
     assert informer.has_synced
     assert reg.has_synced
-    assert len(rec.adds) == 12
+    pages = answers_read("test") - read
+    on_server = await env.server_state()
+    assert {f"default/cm{i}" for i in range(12)} <= on_server.keys()
+    assert sorted(key for key, _, _ in rec.adds) == sorted(on_server)
     assert all(initial for _, _, initial in rec.adds)
-    lists = [r for r in env.srv.faults.requests("GET", "/configmaps") if "watch" not in r.query]
-    assert [("continue=" in r.query, "limit=5" in r.query) for r in lists] == [
-        (False, True),
-        (True, True),
-        (True, True),
-    ]
-    assert cache_state(informer.list()) == await env.server_state()
+    assert pages == -(-len(on_server) // 5)  # pages of 5, followed to the last
+    assert cache_state(informer.list()) == on_server
     # List items gain kind/apiVersion like watch objects; managedFields are dropped by default.
     obj = informer.get("default/cm3")
     assert obj is not None
@@ -169,11 +181,8 @@ async def test_handler_added_after_sync_gets_synthetic_adds_then_live_events(env
     late = Recorder()
     reg = informer.add_event_handler(late)
     assert reg.has_synced
-    assert sorted(k for k, _, initial in late.adds if initial) == [
-        "default/cm0",
-        "default/cm1",
-        "default/cm2",
-    ]
+    assert sorted(k for k, _, initial in late.adds if initial) == sorted(await env.server_state())
+    assert not [k for k, _, initial in late.adds if not initial]
     await env.client.patch(CM, "cm1", {"data": {"x": "y"}}, namespace="default")
     await env.client.delete(CM, "cm2", namespace="default")
     await eventually(lambda: late.deletes == [("default/cm2", False)])
@@ -197,7 +206,9 @@ async def test_a_failing_handler_does_not_stop_the_informer_or_other_handlers(
     rec = Recorder()
     informer.add_event_handler(rec)
     await env.make_cms(2)
-    await eventually(lambda: len(rec.adds) == 2)
+    await eventually(
+        lambda: sorted(k for k, _, initial in rec.adds if not initial) == ["default/cm0", "default/cm1"]
+    )
     assert "handler bug" in caplog.text
     assert "failed on add" in caplog.text
 
@@ -265,6 +276,9 @@ class BatchLog(EventLog):
             self.log.append((event_type, key, meta["resourceVersion"]))
 
 
+@pytest.mark.envtest_only(
+    "commits bursts straight into mcr-envtest's store (commit_burst) so one read carries many events"
+)
 async def test_batch_handlers_get_each_watch_read_in_one_call_with_the_same_changes(
     env: Env, commit_burst: Callable[[list[str], int], None]
 ) -> None:
@@ -293,6 +307,7 @@ async def test_batch_handlers_get_each_watch_read_in_one_call_with_the_same_chan
     assert batched.direct == len(informer.list())
 
 
+@pytest.mark.envtest_only("commits objects with managedFields straight into mcr-envtest's store in one burst")
 async def test_watch_updates_reach_the_store_and_batch_handlers_without_managed_fields(
     env: Env, commit_burst: Callable[[list[str], int], None]
 ) -> None:
@@ -336,6 +351,9 @@ def _tagged(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+@pytest.mark.envtest_only(
+    "commits bursts straight into mcr-envtest's store (commit_burst) so one read carries many events"
+)
 async def test_one_read_mixing_adds_updates_and_deletes_applies_them_in_order(
     env: Env, commit_burst: Callable[[list[str], int], None]
 ) -> None:
@@ -484,6 +502,9 @@ def informer_keys(informer: Any) -> list[str]:
     return [f"{obj['metadata']['namespace']}/{obj['metadata']['name']}" for obj in informer.list()]
 
 
+@pytest.mark.envtest_only(
+    "commits bursts straight into mcr-envtest's store (commit_burst) so one read carries many events"
+)
 async def test_a_failing_or_removed_batch_handler_loses_nothing_for_the_others(
     env: Env, caplog: pytest.LogCaptureFixture, commit_burst: Callable[[list[str], int], None]
 ) -> None:
@@ -520,6 +541,9 @@ async def test_a_failing_or_removed_batch_handler_loses_nothing_for_the_others(
     assert len(seen) < 5
 
 
+@pytest.mark.envtest_only(
+    "commits bursts straight into mcr-envtest's store (commit_burst) so one read carries many events"
+)
 async def test_handlers_removed_or_added_during_a_watch_read_miss_nothing_and_see_nothing_twice(
     env: Env, commit_burst: Callable[[list[str], int], None]
 ) -> None:
@@ -574,6 +598,31 @@ async def patch_loop(env: Env, name: str, n: int, during: Any = None) -> list[st
     return written
 
 
+async def test_watches_the_server_ends_resume_and_deliver_every_version_once(env: Env) -> None:
+    # Each watch asks the server to end it after a second (timeoutSeconds=1).
+    await env.make_cms(1)
+    cache = env.cache(watch_timeout=(1.0, 1.0))
+    await cache.start()
+    informer = await cache.get_informer(CM)
+    rec = Recorder()
+    informer.add_event_handler(rec)
+    assert await informer.wait_for_sync(10)
+    reflector = informer.reflectors[0]
+    first = rec.versions_of("default/cm0")
+    written: list[str] = []
+    deadline = time.monotonic() + 30
+    while reflector.watches < 4 and time.monotonic() < deadline:
+        obj = await env.client.patch(CM, "cm0", {"data": {"n": str(len(written))}}, namespace="default")
+        written.append(obj["metadata"]["resourceVersion"])
+        await asyncio.sleep(0.05)  # pacing: writes spread over several one-second watches
+    assert reflector.watches >= 4
+    await eventually(lambda: rec.versions_of("default/cm0")[-1:] == written[-1:])
+    assert rec.versions_of("default/cm0") == first + written  # every version, in order, once
+    assert reflector.lists == 1, "an ended watch must resume, not relist"
+    assert cache_state(informer.list()) == await env.server_state()
+
+
+@pytest.mark.envtest_only("ends watches with faults.watch_timeout and cuts them with faults.close_watches")
 async def test_dropped_and_expiring_watches_resume_and_deliver_every_version_once(env: Env) -> None:
     await env.make_cms(1)
     cache = env.cache()
@@ -602,6 +651,9 @@ async def test_dropped_and_expiring_watches_resume_and_deliver_every_version_onc
 # R4/R7: 410 Expired relists; what vanished meanwhile surfaces as deletes
 
 
+@pytest.mark.envtest_only(
+    "holds the informer off with faults.fail_next while faults.compact expires its version"
+)
 async def test_expired_resource_version_relists_and_reports_what_changed(env: Env) -> None:
     await env.make_cms(4)
     cache = env.cache(backoff=BackoffPolicy(initial=0.05, cap=0.2))
@@ -632,6 +684,9 @@ async def test_expired_resource_version_relists_and_reports_what_changed(env: En
     assert [(k, initial) for k, _, initial in rec.adds if k == "default/new0"] == [("default/new0", False)]
 
 
+@pytest.mark.envtest_only(
+    "expires the informer's version again and again with faults.fail_next and faults.compact"
+)
 async def test_compaction_under_writes_never_duplicates_and_converges(env: Env) -> None:
     await env.make_cms(3)
     cache = env.cache(backoff=BackoffPolicy(initial=0.02, cap=0.1))
@@ -665,6 +720,7 @@ async def test_compaction_under_writes_never_duplicates_and_converges(env: Env) 
     assert cache_state(informer.list()) == await env.server_state()
 
 
+@pytest.mark.envtest_only("restarts the server with an empty store (restart(keep_state=False))")
 async def test_server_restart_with_lost_state_relists_and_drops_stale_objects(env: Env) -> None:
     await env.make_cms(3)
     cache = env.cache(backoff=BackoffPolicy(initial=0.05, cap=0.2))
@@ -681,7 +737,9 @@ async def test_server_restart_with_lost_state_relists_and_drops_stale_objects(en
     assert cache_state(informer.list()) == await env.server_state()
 
 
-async def test_server_restart_with_kept_state_resumes_without_relist(env: Env) -> None:
+async def restart_and_patch(env: Env) -> tuple[Any, Recorder, list[str]]:
+    """A synced ConfigMap informer across a restart of the server (its objects kept), and a patch
+    of ``cm0`` after it; returns the informer, its recorder and cm0's versions before the restart."""
     await env.make_cms(2)
     cache = env.cache(backoff=BackoffPolicy(initial=0.05, cap=0.2))
     await cache.start()
@@ -689,11 +747,30 @@ async def test_server_restart_with_kept_state_resumes_without_relist(env: Env) -
     rec = Recorder()
     informer.add_event_handler(rec)
     assert await informer.wait_for_sync(10)
-    await asyncio.to_thread(env.srv.restart, True)  # R6: same port, same objects and history
+    before = rec.versions_of("default/cm0")
+    await asyncio.to_thread(env.srv.restart, True)  # R6: same port, same objects
     obj = await env.client.patch(CM, "cm0", {"data": {"after": "restart"}}, namespace="default")
     rv = obj["metadata"]["resourceVersion"]
-    await eventually(lambda: rec.versions_of("default/cm0")[-1:] == [rv], timeout=15)
+    await eventually(lambda: rec.versions_of("default/cm0")[-1:] == [rv], timeout=30)
+    return informer, rec, [*before, rv]
+
+
+async def test_server_restart_with_kept_state_is_followed_and_deletes_nothing(env: Env) -> None:
+    # kube-apiserver's watch cache starts afresh: the informer may relist (410) or resume.
+    informer, rec, versions = await restart_and_patch(env)
+    assert rec.deletes == []
+    assert [v for v in rec.versions_of("default/cm0") if v in versions] == versions
+    assert cache_state(informer.list()) == await env.server_state()
+
+
+@pytest.mark.envtest_only(
+    "mcr-envtest keeps its watch history over a restart; kube-apiserver's rebuilt watch cache answers"
+    " 410 for older resourceVersions, so a relist is right there"
+)
+async def test_server_restart_with_kept_history_resumes_without_relist(env: Env) -> None:
+    informer, rec, versions = await restart_and_patch(env)
     assert informer.reflectors[0].lists == 1
+    assert rec.versions_of("default/cm0") == versions  # nothing handed twice
     assert rec.deletes == []
     assert cache_state(informer.list()) == await env.server_state()
 
@@ -702,6 +779,7 @@ async def test_server_restart_with_kept_state_resumes_without_relist(env: Env) -
 # R3: stalled streams; R8/R9/R11: errors back off
 
 
+@pytest.mark.envtest_only("silences open watches with faults.stall_watches")
 async def test_stalled_watch_is_detected_and_restarted(env: Env) -> None:
     await env.make_cms(1)
     cache = env.cache(stall_timeout=0.3)
@@ -733,6 +811,9 @@ async def test_stalled_watch_is_detected_and_restarted(env: Env) -> None:
     assert reflector.lists == 1
 
 
+@pytest.mark.envtest_only(
+    "answers watches with injected 429 and 500 (faults.fail_next) and reads the request log"
+)
 async def test_watch_errors_back_off_and_resume_without_relisting(env: Env) -> None:
     await env.make_cms(1)
     cache = env.cache(backoff=BackoffPolicy(initial=0.05, cap=0.2))
@@ -751,6 +832,9 @@ async def test_watch_errors_back_off_and_resume_without_relisting(env: Env) -> N
     assert informer.reflectors[0].lists == 1
 
 
+@pytest.mark.envtest_only(
+    "ends every watch at once with faults.watch_timeout(0) and counts them in the request log"
+)
 async def test_very_short_watches_back_off(env: Env) -> None:
     cache = env.cache(allow_watch_bookmarks=False)
     env.srv.faults.watch_timeout(0)  # R11: every watch closes at once with no event
@@ -768,10 +852,13 @@ async def test_stop_closes_every_watch_and_task(env: Env) -> None:
     await cache.start()
     informer = await cache.get_informer(CM)
     assert await informer.wait_for_sync(10)
-    await eventually(lambda: env.srv.call(env.srv.store.watcher_count) == 2)
+    connector = env.transport.connector
+    assert connector is not None
+    # each open watch holds a connection of its own
+    await eventually(lambda: len(connector._acquired) == 2)
     before = {t for t in asyncio.all_tasks() if t.get_name().startswith("reflector")}
     assert len(before) == 2
     await cache.stop()
     await cache.stop()  # idempotent
     assert all(t.done() for t in before)
-    await eventually(lambda: env.srv.call(env.srv.store.watcher_count) == 0)
+    assert not connector._acquired  # every watch's connection was given back or closed
