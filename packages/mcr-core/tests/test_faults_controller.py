@@ -128,6 +128,7 @@ async def churn(admin: Client, prefix: str, n: int, value: str) -> list[str]:
     return names
 
 
+@pytest.mark.envtest_only("injects watch faults (cut, in-stream ERROR and 410, reset) through srv.faults")
 @pytest.mark.parametrize(
     ("label", "arm"),
     [
@@ -158,6 +159,7 @@ async def test_converges_under_watch_faults(
     assert set(mirror.errors) <= {"conflict"}
 
 
+@pytest.mark.envtest_only("writes malformed lines into watch streams through faults.malform_watches")
 async def test_converges_under_malformed_watch_lines(apiserver: ServerThread, admin: Client) -> None:
     mgr = manager(apiserver)
     mirror_controller(mgr)
@@ -170,6 +172,7 @@ async def test_converges_under_malformed_watch_lines(apiserver: ServerThread, ad
         await eventually(lambda: mirrored(admin, names), timeout=5)
 
 
+@pytest.mark.envtest_only("answers the controller's writes with a storm of injected 409s (faults.fail_next)")
 async def test_converges_under_conflict_storms_and_concurrent_writers(
     apiserver: ServerThread, admin: Client
 ) -> None:
@@ -240,7 +243,15 @@ async def test_crd_deleted_and_recreated_while_watched(apiserver: ServerThread, 
         await eventually(
             lambda: seen.get("w2") == "two", timeout=20, message="watching again after re-creation"
         )
-        assert (await admin.get(CM, "w2-cm", namespace="default"))["data"] == {"message": "two"}
+
+        async def w2_cm() -> bool:
+            # the reconciler notes the widget first, then creates its ConfigMap
+            got = await get_or_none(admin, CM, "w2-cm")
+            assert got is not None, "no w2-cm yet"
+            assert got["data"] == {"message": "two"}
+            return True
+
+        await eventually(w2_cm, timeout=15)
 
 
 async def test_namespace_terminating(apiserver: ServerThread, admin: Client) -> None:
@@ -275,6 +286,10 @@ async def test_namespace_terminating(apiserver: ServerThread, admin: Client) -> 
     assert set(mirror.errors) - {"NotFoundError"} == {"forbidden"}
 
 
+@pytest.mark.envtest_only(
+    "needs a 20-event watch history, bookmarks every 0.2 s and 1 s server-side watches (history_size,"
+    " bookmark_interval, faults.watch_timeout)"
+)
 async def test_quiet_period_kept_alive_by_bookmarks() -> None:
     # a small history and short server-side watches: a watch that learned nothing for a while
     # would come back with a resourceVersion older than the history (410, relist); bookmarks

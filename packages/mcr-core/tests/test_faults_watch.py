@@ -15,6 +15,10 @@ from mcr.config import load_config
 from mcr.restmapper import RESTMapper
 from mcr.testing import eventually, open_sockets
 
+pytestmark = pytest.mark.envtest_only(
+    "every test injects a watch fault (cut, in-stream ERROR, reset, malformed line) through srv.faults"
+)
+
 CM = "v1/ConfigMap"
 FAST = BackoffPolicy(initial=0.02, cap=0.1, jitter=0.1)
 
