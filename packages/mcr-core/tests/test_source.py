@@ -73,12 +73,42 @@ async def test_predicates_filter_and_removal_stops_events(env: tuple[Cluster, Cl
     assert len(q) == 0, "no events after the registration is removed"
 
 
+# How a test's changes reach the server: committed back to back straight into mcr-envtest's store
+# (a stream read then carries several events for sure), or written concurrently through the API.
+WRITERS = [
+    pytest.param(
+        "store",
+        marks=pytest.mark.envtest_only("commits bursts straight into mcr-envtest's store"),
+    ),
+    "api",
+]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
 async def test_each_kind_of_watch_change_is_enqueued_at_normal_priority(
-    env: tuple[Cluster, Client], apiserver: Any, commit_burst: Callable[[list[str], int], None]
+    env: tuple[Cluster, Client], apiserver: Any, commit_burst: Callable[[list[str], int], None], writer: str
 ) -> None:
     """Bursts of adds, updates and deletes (several per stream read, as ``on_events`` batches)
     reach the queue the same way through the bulk path (no predicates) and the per-event path."""
-    cluster, _ = env
+    cluster, admin = env
+
+    async def put(names: list[str], round_: int) -> None:
+        if writer == "store":
+            commit_burst(names, round_)
+            return
+        objs = [{**cm(name), "data": {"round": str(round_)}} for name in names]
+        if round_ == 0:
+            await asyncio.gather(*(admin.create(o) for o in objs))
+        else:
+            await asyncio.gather(*(admin.patch(o, patch={"data": o["data"]}) for o in objs))
+
+    async def remove(names: list[str]) -> None:
+        if writer == "store":
+            for name in names:
+                apiserver.store.remove("", "configmaps", "default", name)
+            return
+        await asyncio.gather(*(admin.delete("v1/ConfigMap", name, namespace="default") for name in names))
+
     fast: WorkQueue[Request] = WorkQueue()
     filtered: WorkQueue[Request] = WorkQueue()
     not_w3 = predicate_from(lambda o: o["metadata"]["name"] != "w3")
@@ -104,16 +134,16 @@ async def test_each_kind_of_watch_change_is_enqueued_at_normal_priority(
     everyone = {Request("default", name, "east"): 0 for name in names}
     but_w3 = {r: p for r, p in everyone.items() if r.name != "w3"}
     try:
-        commit_burst(names, 0)  # adds
+        take_all(fast), take_all(filtered)  # the ConfigMaps listed at start (a real cluster has some)
+        await put(names, 0)  # adds
         await eventually(lambda: all(data_round(n) == "0" for n in names))
         assert take_all(fast) == everyone
         assert take_all(filtered) == but_w3
-        commit_burst(names, 1)  # updates
+        await put(names, 1)  # updates
         await eventually(lambda: all(data_round(n) == "1" for n in names))
         assert take_all(fast) == everyone
         assert take_all(filtered) == but_w3
-        for name in names:  # deletes
-            apiserver.store.remove("", "configmaps", "default", name)
+        await remove(names)  # deletes
         await eventually(lambda: all(data_round(n) is None for n in names))
         assert take_all(fast) == everyone
         assert take_all(filtered) == but_w3
@@ -122,12 +152,13 @@ async def test_each_kind_of_watch_change_is_enqueued_at_normal_priority(
             reg.remove()
 
 
+@pytest.mark.parametrize("writer", WRITERS)
 async def test_watch_bursts_of_cluster_scoped_objects_enqueue_requests_without_a_namespace(
-    env: tuple[Cluster, Client], apiserver: Any
+    env: tuple[Cluster, Client], apiserver: Any, writer: str
 ) -> None:
     """The bulk path makes requests from the keys the informer's notes carry: a cluster-scoped
     object's request has namespace ``""``, the same as the per-event path (a predicate) makes."""
-    cluster, _ = env
+    cluster, admin = env
     fast: WorkQueue[Request] = WorkQueue()
     per_event: WorkQueue[Request] = WorkQueue()
     regs = [
@@ -149,10 +180,21 @@ async def test_watch_bursts_of_cluster_scoped_objects_enqueue_requests_without_a
     try:
         drain(fast), drain(per_event)  # the namespaces listed at start (low priority)
         for round_ in range(2):  # adds, then updates, each committed back to back
-            for name in names:
-                ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-                ns["metadata"]["labels"] = {"round": str(round_)}
-                apiserver.store.commit("", "namespaces", ns)
+            spaces = [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": n, "labels": {"round": str(round_)}},
+                }
+                for n in names
+            ]
+            if writer == "store":
+                for ns in spaces:
+                    apiserver.store.commit("", "namespaces", ns)
+            elif round_ == 0:
+                await asyncio.gather(*(admin.create(ns) for ns in spaces))
+            else:
+                await asyncio.gather(*(admin.patch(ns, patch={"metadata": ns["metadata"]}) for ns in spaces))
             await eventually(
                 lambda r=str(round_): all(
                     (o := informer.get(n)) is not None and o["metadata"]["labels"]["round"] == r
