@@ -47,6 +47,21 @@ async def test_events_v1_with_series_aggregation(client: Client) -> None:
     assert broken[0]["action"] == "Broken"
 
 
+async def test_typed_objects(client: Client) -> None:
+    cm = await client.create(V1ConfigMap(metadata=V1ObjectMeta(name="typed", namespace="default")))
+    rec = EventRecorder(client, "ctrl")
+    rec.event(cm, "Normal", "Created", "made it")
+    rec.event(cm, "Normal", "Created", "made it")
+    await rec.close()
+    (event,) = await client.list("events.k8s.io/v1/Event", namespace="default")
+    assert event["regarding"]["name"] == "typed"
+    assert event["regarding"]["kind"] == "ConfigMap"
+    assert event["regarding"]["uid"] == cm.metadata.uid
+    assert event["reportingController"] == "ctrl"
+    assert event["series"]["count"] == 2
+
+
+@pytest.mark.envtest_only("answers the events.k8s.io POST with an injected 404 (faults.fail_next)")
 async def test_typed_objects_and_core_v1_fallback(apiserver: Any, client: Client) -> None:
     cm = await client.create(V1ConfigMap(metadata=V1ObjectMeta(name="typed", namespace="default")))
     rec = EventRecorder(client, "ctrl")
@@ -63,13 +78,29 @@ async def test_typed_objects_and_core_v1_fallback(apiserver: Any, client: Client
     assert core[0]["count"] == 2
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        pytest.param(
+            "slow-500",
+            marks=pytest.mark.envtest_only(
+                "answers slowly (faults.latency) with injected 500s (faults.fail_next)"
+            ),
+        ),
+        "no-namespace",  # the server answers 404: the regarded object's namespace does not exist
+    ],
+)
 async def test_never_raises_never_blocks(
-    apiserver: Any, client: Client, caplog: pytest.LogCaptureFixture
+    apiserver: Any, client: Client, caplog: pytest.LogCaptureFixture, refusal: str
 ) -> None:
-    obj = await _cm(client, "victim")
+    if refusal == "slow-500":
+        obj = await _cm(client, "victim")
+        apiserver.faults.fail_next(10, status=500, methods=("POST",))
+        apiserver.faults.latency(0.2)
+    else:
+        meta = {"name": "victim", "namespace": "nowhere", "uid": "0b5c9d42-5d0e-4a8e-9a39-1c0c4c6f2a11"}
+        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
     rec = EventRecorder(client, "ctrl")
-    apiserver.faults.fail_next(10, status=500, methods=("POST",))
-    apiserver.faults.latency(0.2)
     loop = asyncio.get_running_loop()
     start = loop.time()
     with caplog.at_level(logging.WARNING, logger="mcr.recorder"):
@@ -78,10 +109,13 @@ async def test_never_raises_never_blocks(
         rec.event(object(), "Normal", "NoObject", "cannot reference")
         assert loop.time() - start < 0.05  # returned without waiting for the server
         await rec.close()
-    apiserver.faults.latency(0)
+    if refusal == "slow-500":
+        apiserver.faults.latency(0)
     text = caplog.text
     assert "Doomed" in text
-    assert "default/victim" in text
+    assert f"{obj['metadata']['namespace']}/victim" in text
+    if refusal == "no-namespace":
+        assert 'namespaces "nowhere" not found' in text  # the server's answer, not a fallback's
     assert "BadType" in text
     assert "NoObject" in text
     rec.event(obj, "Normal", "AfterClose", "ignored")
