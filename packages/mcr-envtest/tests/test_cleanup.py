@@ -6,6 +6,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+import pytest
 from kubernetes import client
 
 from mcr_envtest import Fleet, FleetThread, ServerThread
@@ -13,6 +14,7 @@ from mcr_envtest import Fleet, FleetThread, ServerThread
 from .conftest import Raw, close_client, sync_client
 
 
+@pytest.mark.envtest_only("state_dir persistence is mcr-envtest's")
 def test_stop_removes_the_servers_own_files_and_keeps_state_dir(tmp_path: Path) -> None:
     state = tmp_path / "state"
     with ServerThread(state_dir=state) as srv:

@@ -7,6 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from kubernetes import client
 
@@ -39,6 +40,7 @@ def _version(kubeconfig: Path) -> str:
         close_client(api)
 
 
+@pytest.mark.envtest_only("serve --state-dir/--history-size are mcr-envtest options")
 async def test_serve_writes_kubeconfig_and_stops_on_sigterm(tmp_path: Path) -> None:
     out = tmp_path / "kc.yaml"
     state = tmp_path / "state"

@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from kubernetes import client
 
 from mcr_envtest import ServerThread
 
 from .conftest import Raw, close_client, sync_client
 from .test_watch import CM, read_events
+
+pytestmark = pytest.mark.envtest_only("fault injection and the request log are mcr-envtest's")
 
 
 async def test_fail_next_json_and_text(apiserver: ServerThread, raw: Raw) -> None:

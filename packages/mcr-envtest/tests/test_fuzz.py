@@ -89,8 +89,12 @@ async def test_random_bad_requests_never_fail_the_server(raw: Raw) -> None:
             method, path, data=_body(rng), headers={"Content-Type": rng.choice(CTYPES)}
         ) as resp:
             payload = await resp.read()
-            assert resp.status < 500, (method, path, payload[:300])
-            if resp.status >= 400:
+            # kube-apiserver fails a get or watch with a malformed resourceVersion as an internal error
+            malformed_rv = method == "GET" and "resourceVersion=-5" in path
+            assert resp.status < 500 or (resp.status == 500 and malformed_rv), (method, path, payload[:300])
+            if resp.status >= 400 and resp.content_type == "text/plain":
+                assert (resp.status, payload) == (404, b"404 page not found\n"), (method, path)
+            elif resp.status >= 400:
                 assert orjson.loads(payload)["kind"] == "Status", (method, path)
     status, _ = await raw.json("GET", "/api/v1/namespaces/default")
     assert status == 200

@@ -61,6 +61,7 @@ async def _page_all(
 
 
 @pytest.mark.parametrize("cache_size", [8, 0], ids=["cached", "uncached"])
+@pytest.mark.envtest_only("tests mcr-envtest's list snapshot cache through its store")
 async def test_pages_stay_at_first_page_rv_while_writes_happen(
     apiserver: ServerThread, raw: Raw, cache_size: int
 ) -> None:
@@ -113,6 +114,7 @@ async def test_pages_stay_at_first_page_rv_while_writes_happen(
 
 
 @pytest.mark.parametrize("cache_size", [8, 0], ids=["cached", "uncached"])
+@pytest.mark.envtest_only("tests mcr-envtest's list snapshot cache through its store")
 async def test_selector_pages_use_labels_at_first_page_rv(
     apiserver: ServerThread, raw: Raw, cache_size: int
 ) -> None:
@@ -155,6 +157,7 @@ async def test_selector_pages_use_labels_at_first_page_rv(
     assert [i["metadata"]["name"] for i in db["items"]] == ["s0", "s2", "s4", "s5", "s8", "s9"]
 
 
+@pytest.mark.envtest_only("tests mcr-envtest's list snapshot cache through its store")
 async def test_cached_snapshot_is_not_served_after_compaction(apiserver: ServerThread, raw: Raw) -> None:
     for i in range(6):
         await _cm(raw, "default", f"c{i}", "web")
@@ -175,6 +178,7 @@ async def test_cached_snapshot_is_not_served_after_compaction(apiserver: ServerT
         assert body["metadata"]["continue"]
 
 
+@pytest.mark.envtest_only("a 3-event watch history (history_size) and the store are mcr-envtest's")
 async def test_cached_snapshot_expires_with_the_history() -> None:
     with ServerThread(history_size=3) as srv:
         r = Raw(srv)
@@ -194,6 +198,7 @@ async def test_cached_snapshot_expires_with_the_history() -> None:
             await r.close()
 
 
+@pytest.mark.envtest_only("tests mcr-envtest's list snapshot cache through its store")
 async def test_snapshot_cache_is_bounded(apiserver: ServerThread, raw: Raw) -> None:
     size = apiserver.call(lambda: apiserver.store.list_cache_size)
     for i in range(3):

@@ -15,6 +15,8 @@ from mcr_envtest import ServerThread
 from .conftest import Raw
 from .test_watch import CM, read_events
 
+pytestmark = pytest.mark.envtest_only("fault injection into watch streams is mcr-envtest's")
+
 
 async def create(raw: Raw, n: int, prefix: str) -> None:
     for i in range(n):

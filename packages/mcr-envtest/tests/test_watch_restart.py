@@ -7,6 +7,7 @@ import asyncio
 import base64
 
 import orjson
+import pytest
 
 from mcr_envtest import ServerThread
 
@@ -15,6 +16,7 @@ from .conftest import Raw, abort_stream
 SEC = "/api/v1/namespaces/default/secrets"
 
 
+@pytest.mark.envtest_only("closes watches through mcr-envtest's fault injection")
 async def test_resuming_reader_sees_exact_sequence(apiserver: ServerThread, raw: Raw) -> None:
     status, created = await raw.json("POST", SEC, json={"metadata": {"name": "s"}, "data": {"n": ""}})
     assert status == 201

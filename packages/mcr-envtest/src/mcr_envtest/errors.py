@@ -13,7 +13,10 @@ import orjson
 
 from .resources import ResourceInfo
 
-__all__ = ["StatusError", "encode_status", "status_object"]
+__all__ = ["EMPTY_DETAILS", "PageNotFound", "StatusError", "encode_status", "status_object"]
+
+# pass as ``details`` for kube-apiserver's ``"details":{}`` (other empty details are omitted)
+EMPTY_DETAILS: dict[str, Any] = {}
 
 Cause = dict[str, str]
 
@@ -53,7 +56,7 @@ def status_object(
         out["message"] = message
     if reason:
         out["reason"] = reason
-    if details:
+    if details or details is EMPTY_DETAILS:
         d: dict[str, Any] = {}
         for key in _DETAIL_KEYS:
             value = details.get(key)
@@ -61,7 +64,7 @@ def status_object(
                 d["causes"] = [_cause(c) for c in value]
             elif value:
                 d[key] = value
-        if d:
+        if d or details is EMPTY_DETAILS:
             out["details"] = d
     if code:
         out["code"] = code
@@ -108,6 +111,13 @@ class StatusError(Exception):
         return status_object(
             self.code, self.reason, self.message, details=self.details, metadata=self.metadata
         )
+
+
+class PageNotFound(StatusError):
+    """A path nothing is served at: kube-apiserver answers ``404 page not found`` as plain text."""
+
+    def __init__(self) -> None:
+        super().__init__(404, "NotFound", "404 page not found")
 
 
 def _details(info: ResourceInfo | None, name: str, **extra: Any) -> dict[str, Any]:

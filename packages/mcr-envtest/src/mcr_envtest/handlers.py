@@ -48,6 +48,8 @@ def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = 
 
 def status_response(exc: errors.StatusError) -> web.Response:
     """The Status of ``exc`` encoded byte for byte as kube-apiserver does."""
+    if isinstance(exc, errors.PageNotFound):
+        return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
     return web.Response(
         body=errors.encode_status(exc.status), status=exc.code, content_type=JSON, headers=dict(exc.headers)
     )
@@ -318,17 +320,15 @@ class Api:
         plural = rest[0]
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
-        if len(rest) > 3:
-            raise errors.not_found(
-                None, request.path, plural="the server could not find the requested resource"
-            )
-        info = self.registry.lookup(group, version, plural)
+        info = self.registry.lookup(group, version, plural) if len(rest) <= 3 else None
         if info is None:
+            if not self.registry.resources_for(group, version):
+                raise errors.PageNotFound  # no such group-version
             raise errors.StatusError(
                 404,
                 "NotFound",
                 "the server could not find the requested resource",
-                details={"kind": plural, **({"group": group} if group else {})},
+                details=errors.EMPTY_DETAILS,
             )
         if namespace and not info.namespaced:
             raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
@@ -385,8 +385,9 @@ class Api:
             raise errors.method_not_allowed()
         accept = request.headers.get("Accept", "")
         path = "/" + "/".join(segs)
-        if path == "/version":
-            return json_response(discovery.version_info())
+        if path == "/version":  # indented and without a final newline, as kube-apiserver writes it
+            body = orjson.dumps(discovery.version_info(), option=orjson.OPT_INDENT_2)
+            return web.Response(body=body, content_type="application/json")
         if path == "/api":
             if discovery.wants_aggregated(accept):
                 return self._aggregated(request, core=True)
@@ -423,12 +424,7 @@ class Api:
                         gdoc,
                         headers={"Cache-Control": "public, immutable"} if "hash" in request.query else None,
                     )
-        raise errors.StatusError(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-            details={"causes": [{"type": "UnexpectedServerResponse", "message": "404 page not found"}]},
-        )
+        raise errors.PageNotFound
 
     def _aggregated(self, request: web.Request, *, core: bool) -> web.Response:
         version = discovery.aggregated_version(request.headers.get("Accept", ""))

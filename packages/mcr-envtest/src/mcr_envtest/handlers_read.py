@@ -83,16 +83,15 @@ async def handle(api: Api, ctx: Ctx) -> web.StreamResponse:
     return await _list(api, ctx)
 
 
-def parse_rv(value: str, what: str = "resourceVersion") -> int:
-    try:
-        n = int(value)
-        if n < 0:
-            raise ValueError
-        return n
-    except ValueError:
-        raise errors.bad_request(
-            f'{what}: Invalid value: "{value}": must be a non-negative integer'
-        ) from None
+def parse_rv(value: str, *, listing: bool = False) -> int:
+    """A request's resourceVersion; kube-apiserver answers a malformed one with 400 for a list and
+    with 500 (no reason) for a get or watch."""
+    if value.isascii() and value.isdigit():
+        return int(value)
+    why = f'resourceVersion: Invalid value: "{value}": strconv.ParseUint: parsing "{value}": invalid syntax'
+    if listing:
+        raise errors.bad_request(f"invalid resource version: {why}")
+    raise errors.StatusError(500, "", why)
 
 
 async def _wait_for_rv(api: Api, rv: int) -> None:
@@ -264,14 +263,14 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
                 ) from None
         start_i = bisect.bisect_right(snap.keys, (ns_s, name_s))
     elif rv and rvm == "Exact":
-        list_rv = parse_rv(rv)
+        list_rv = parse_rv(rv, listing=True)
         await _wait_for_rv(api, list_rv)
         snap = store.list_snapshot_get(list_rv, cache_key)
         if snap is None:
             snap = _match(store.entries_at(info.group, info.plural, ns, list_rv), sel)
     else:
         if rv and rv != "0":
-            await _wait_for_rv(api, parse_rv(rv))
+            await _wait_for_rv(api, parse_rv(rv, listing=True))
         list_rv = store.rv
         snap = store.list_snapshot_get(list_rv, cache_key)
         if snap is None:

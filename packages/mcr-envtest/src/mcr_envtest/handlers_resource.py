@@ -131,6 +131,9 @@ async def _patch(api: Api, ctx: Ctx) -> web.StreamResponse:
     ctype = content_type(ctx)
     accepted = [JSON_PATCH, MERGE_PATCH, APPLY] if info.is_custom else [JSON_PATCH, MERGE_PATCH, SMP, APPLY]
     if ctype not in accepted:
+        if not info.is_custom:  # refused by the route itself, before the patch handler
+            message = "415: Unsupported Media Type"
+            raise errors.StatusError(415, "UnsupportedMediaType", message, details=errors.EMPTY_DETAILS)
         raise errors.unsupported_media_type(ctype, accepted)
     data = await read_body(ctx)
     patch = decode(data, ctype)

@@ -366,20 +366,23 @@ class Writer:
             raise errors.not_found(info, name)
         meta = obj["metadata"]
         pre = options.get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise errors.conflict(
-                info,
-                name,
-                f"Precondition failed: UID in precondition: {pre['uid']}, "
-                f"UID in object meta: {meta.get('uid')}",
-            )
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise errors.conflict(
-                info,
-                name,
-                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
-            )
+        for field, key, why in (
+            ("UID", "uid", "deleted and then recreated"),
+            ("ResourceVersion", "resourceVersion", "modified"),
+        ):
+            if pre.get(key) and pre[key] != meta.get(key):
+                raise errors.StatusError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {info.kind} "{name}": the {field} in the precondition '
+                    f"({pre[key]}) does not match the {field} in record ({meta.get(key)}). The object might "
+                    f"have been {why}",
+                    details={
+                        "name": name,
+                        "kind": info.kind,
+                        **({"group": info.group} if info.group else {}),
+                    },
+                )
         policy = options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is not None:
             policy = "Orphan" if options["orphanDependents"] else "Background"

@@ -111,10 +111,24 @@ def check_type(ctx: Ctx, body: dict[str, Any]) -> None:
 
 def dry_run(ctx: Ctx) -> bool:
     values = ctx.query.getall("dryRun", [])
-    for v in values:
-        if v != "All":
-            raise errors.bad_request(f'dryRun: Unsupported value: "{v}": supported values: "All"')
+    if any(v != "All" for v in values):
+        options = _OPTIONS.get(ctx.request.method, "CreateOptions")
+        listed = ", ".join(f'"{v}"' for v in values)
+        why = f'Unsupported value: [{listed}]: supported values: "All"'
+        raise errors.StatusError(
+            422,
+            "Invalid",
+            f'{options}.meta.k8s.io "" is invalid: dryRun: {why}',
+            details={
+                "group": "meta.k8s.io",
+                "kind": options,
+                "causes": [{"reason": "FieldValueNotSupported", "message": why, "field": "dryRun"}],
+            },
+        )
     return bool(values)
+
+
+_OPTIONS = {"PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
 
 
 def field_manager(ctx: Ctx) -> str:

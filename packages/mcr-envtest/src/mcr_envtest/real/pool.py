@@ -133,7 +133,8 @@ class Pool:
             try:
                 cp.reset()
             except ControlPlaneError as exc:
-                log.warning("%s could not be reset and is discarded: %s", cp.name, exc)
+                if not self._closed:  # a closing pool kills control planes mid-reset
+                    log.warning("%s could not be reset and is discarded: %s", cp.name, exc)
                 self.discard(cp)
                 continue
             with self._cond:
