@@ -21,8 +21,9 @@ def test_quickstart_reconciles_every_cluster_and_follows_the_fleet() -> None:
     out = proc.stdout
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{out}\nstderr:\n{proc.stderr}"
     assert "Every cluster reconciled: 2 clusters x 2 ConfigMaps" in out
-    # Each table row: <cluster> <state> <count> <keys>; the last table follows the removal.
-    tables = [t for t in out.split("\n\n") if "ConfigMaps reconciled" in t]
+    # Each table row: <cluster> <state> <count> <keys> of the greeting ConfigMaps the demo made;
+    # the last table follows the removal.
+    tables = [t for t in out.split("\n\n") if "greetings reconciled" in t]
     assert len(tables) == 3, out
     rows = [re.findall(r"(cluster-\d)\S*\s+(\w+)\s+(\d+)", t) for t in tables]
     assert sorted(rows[0]) == [("cluster-0", "synced", "2"), ("cluster-1", "synced", "2")]
