@@ -1,0 +1,331 @@
+"""The harness of the chaos tests: the hub, replica processes, the proxies between them and the
+hub, and what they logged.
+
+:class:`HubProcess` runs the hub — the server holding the Leases — as a process of its own
+(``mcr-envtest serve``, which serves the real control plane when ``KUBEBUILDER_ASSETS`` names it),
+so that neither the test process nor the member server slows it down. A :class:`ChaosFleet` has
+that hub, a member server, and
+``clusters`` kubeconfig files naming the member (each a cluster of its own to the file provider,
+so many clusters cost one server, in either test lane). Each replica is a ``sharding_worker.py
+--chaos`` process that reaches the hub through a :class:`~chaos_proxy.ChaosProxy` of its own and
+the members directly; it reconciles every cluster it runs all the time and logs each reconcile's
+start and end on ``time.monotonic()`` (one clock for all processes of the host). The test process
+reads the hub directly (never through a proxy) and samples who holds what.
+
+:func:`overlaps` is the check that matters: no two replicas' reconciles of one cluster (with
+``global_=True``: of anything) overlap in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from mcr.cluster import Cluster
+from mcr.testing import import_script
+
+ChaosProxy = import_script(Path(__file__).with_name("chaos_proxy.py")).ChaosProxy
+
+WORKER = Path(__file__).with_name("sharding_worker.py")
+LEASE = "coordination.k8s.io/v1/Lease"
+
+
+class HubProcess:
+    """``mcr-envtest serve`` in a process of its own; ``kubeconfig`` is its admin kubeconfig (a
+    dict). :meth:`freeze` and :meth:`thaw` stop and continue that process (with mcr-envtest, the
+    server itself; the real control plane runs in child processes they do not touch)."""
+
+    def __init__(self, tmp: Path) -> None:
+        path = tmp / "hub.kubeconfig"
+        self.log = tmp / "hub.log"
+        code = "import sys; from mcr_envtest.cli import main; sys.exit(main())"
+        with self.log.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code, "serve", "--port", "0", "--kubeconfig", str(path)],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode()  # "mcr-envtest serving <url>; kubeconfig: <path>"
+        if "serving" not in line:
+            self.close()
+            raise RuntimeError(f"mcr-envtest serve did not start: {line!r} {self.log.read_text()[-2000:]}")
+        self.kubeconfig: dict[str, Any] = yaml.safe_load(path.read_text())
+
+    def freeze(self) -> float:
+        self.proc.send_signal(signal.SIGSTOP)
+        while _state(self.proc.pid) not in ("T", "t"):
+            time.sleep(0.001)
+        return time.monotonic()
+
+    def thaw(self) -> float:
+        continued = time.monotonic()
+        self.proc.send_signal(signal.SIGCONT)
+        return continued
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@dataclass
+class Replica:
+    """One replica process; ``identity`` is unique per process (a restart gets a new one)."""
+
+    identity: str
+    proxy: Any  # a ChaosProxy
+    host_kubeconfig: Path
+    log: Path
+    proc: subprocess.Popen[bytes]
+    frozen: list[tuple[float, float]] = field(default_factory=list)  # (stopped, continued)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def freeze(self) -> float:
+        """SIGSTOP; returns the monotonic time once the kernel reports the process stopped."""
+        self.proc.send_signal(signal.SIGSTOP)
+        while _state(self.proc.pid) not in ("T", "t"):
+            time.sleep(0.001)
+        return time.monotonic()
+
+    def thaw(self, stopped: float) -> float:
+        """SIGCONT; returns the monotonic time just before it (the end of the freeze)."""
+        continued = time.monotonic()
+        self.proc.send_signal(signal.SIGCONT)
+        self.frozen.append((stopped, continued))
+        return continued
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+class ChaosFleet:
+    """Hub, member, kubeconfigs and replica processes (see the module docstring)."""
+
+    def __init__(
+        self,
+        hub: Any,
+        member: Any,
+        tmp: Path,
+        *,
+        clusters: int,
+        timings: dict[str, float],
+        leader: bool = False,
+    ) -> None:
+        self.hub = hub
+        self.member = member
+        self.tmp = tmp
+        self.timings = timings
+        self.leader = leader
+        self.fleet_dir = tmp / "fleet"
+        self.fleet_dir.mkdir()
+        for i in range(clusters):
+            (self.fleet_dir / f"c{i:02d}.kubeconfig").write_text(json.dumps(member.kubeconfig))
+        self.replicas: dict[str, Replica] = {}
+        self.retired: list[Replica] = []
+        self.samples: list[tuple[float, dict[str, tuple[str, str]]]] = []
+        self.hub_view = Cluster.from_kubeconfig(hub.kubeconfig, name="hub-observer")
+        self.member_view = Cluster.from_kubeconfig(member.kubeconfig, name="member-observer")
+        self._serial = itertools.count()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._read: dict[Path, tuple[int, list[dict[str, Any]]]] = {}  # log → (bytes read, entries)
+
+    async def __aenter__(self) -> ChaosFleet:
+        tick = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tick", "namespace": "default"}}
+        await self.member_view.api_reader.create(tick)
+        self._tasks.append(asyncio.create_task(self._sample()))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for r in [*self.replicas.values(), *self.retired]:
+            if r.alive():
+                r.proc.send_signal(signal.SIGCONT)
+                r.proc.send_signal(signal.SIGKILL)
+                r.proc.wait()
+            r.proxy.close()
+        await self.hub_view.stop()
+        await self.member_view.stop()
+
+    # -- replicas --------------------------------------------------------------------------------
+
+    def start(self, slot: str) -> Replica:
+        """Start (or restart) the replica of ``slot`` behind its own proxy to the hub."""
+        old = self.replicas.pop(slot, None)
+        if old is not None:
+            self.retired.append(old)
+        proxy = old.proxy if old is not None else self._proxy()
+        identity = f"{slot}-{next(self._serial)}"
+        host = self.tmp / f"host-{slot}.kubeconfig"
+        if not host.exists():
+            config = json.loads(json.dumps(self.hub.kubeconfig))
+            for entry in config["clusters"]:
+                entry["cluster"]["server"] = proxy.url
+            host.write_text(json.dumps(config))
+        log = self.tmp / f"{identity}.jsonl"
+        args = [sys.executable, str(WORKER), str(host), str(self.fleet_dir), identity, str(log), "--chaos"]
+        args += ["--timings", json.dumps(self.timings)]
+        if self.leader:
+            args.append("--leader")
+        with (self.tmp / f"{identity}.err").open("wb") as err:
+            proc = subprocess.Popen(
+                args,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            )
+        replica = self.replicas[slot] = Replica(identity, proxy, host, log, proc)
+        return replica
+
+    def _proxy(self) -> Any:
+        server = urlsplit(self.hub.kubeconfig["clusters"][0]["cluster"]["server"])
+        assert server.hostname is not None
+        assert server.port is not None
+        proxy = ChaosProxy(server.hostname, server.port)
+        proxy.start()
+        return proxy
+
+    def identities(self) -> set[str]:
+        return {r.identity for r in self.replicas.values() if r.alive()}
+
+    def stderr(self, replica: Replica) -> str:
+        return (self.tmp / f"{replica.identity}.err").read_text(errors="replace")[-4000:]
+
+    # -- observation -----------------------------------------------------------------------------
+
+    async def _sample(self) -> None:
+        """Every 100 ms: each fence's (sharding) or the leader Lease's (``"<leader>"``) holder and
+        ``acquireTime``, with the monotonic time the answer came."""
+        reader = self.hub_view.api_reader
+        while True:
+            try:
+                if self.leader:
+                    leases = [await reader.get(LEASE, "chaos-leader", namespace="default")]
+                else:
+                    leases = await reader.list(
+                        LEASE, namespace="default", label_selector={"sharding.mcr.io/role": "fence"}
+                    )
+            except LookupError:
+                leases = []
+            sample = {}
+            for lease in leases:
+                spec = lease.get("spec") or {}
+                key = (
+                    "<leader>" if self.leader else lease["metadata"]["annotations"]["sharding.mcr.io/cluster"]
+                )
+                sample[key] = (spec.get("holderIdentity") or "", spec.get("acquireTime") or "")
+            self.samples.append((time.monotonic(), sample))
+            await asyncio.sleep(0.1)
+
+    def holders(self) -> dict[str, str]:
+        """The latest sample: holder per fence (or ``"<leader>"``), ``""`` when released."""
+        return {k: holder for k, (holder, _) in (self.samples[-1][1] if self.samples else {}).items()}
+
+    def fence_samples(self) -> list[tuple[float, dict[str, tuple[str, str]]]]:
+        """Every sample so far: (monotonic time, {fence: (holder, acquireTime)})."""
+        return list(self.samples)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every reconcile logged so far by every replica process (also the retired ones)."""
+        out: list[dict[str, Any]] = []
+        for r in [*self.retired, *self.replicas.values()]:
+            done, parsed = self._read.get(r.log, (0, []))
+            if r.log.exists():
+                with r.log.open("rb") as f:
+                    f.seek(done)
+                    data = f.read()
+                complete = data[: data.rfind(b"\n") + 1]  # a line being written waits for its end
+                parsed = parsed + [json.loads(line) for line in complete.splitlines()]
+                self._read[r.log] = (done + len(complete), parsed)
+            out += parsed
+        return out
+
+    def frozen(self) -> dict[str, list[tuple[float, float]]]:
+        return {r.identity: r.frozen for r in [*self.retired, *self.replicas.values()] if r.frozen}
+
+
+def overlaps(
+    entries: list[dict[str, Any]],
+    frozen: dict[str, list[tuple[float, float]]] | None = None,
+    *,
+    global_: bool = False,
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Pairs of pieces of work by different replicas whose intervals overlap: on one cluster, or
+    (``global_``, leadership) on anything.
+
+    A frozen process does nothing while stopped. A reconcile that was in flight when its replica
+    was stopped and was *cancelled* after it continued never ran its code again: its interval ends
+    where the freeze began. A reconcile that completed after the freeze keeps its whole interval
+    (its code ran on after the process resumed).
+    """
+    frozen = frozen or {}
+    work: defaultdict[str, list[tuple[float, float, dict[str, Any]]]] = defaultdict(list)
+    for e in entries:
+        end = e["e"]
+        if e.get("x"):
+            for stopped, continued in frozen.get(e["r"], ()):
+                if e["s"] < stopped and end >= continued:
+                    end = stopped
+                    break
+        work["*" if global_ else e["c"]].append((e["s"], end, e))
+    found = []
+    for items in work.values():
+        items.sort(key=lambda item: item[0])
+        for i, (_, a_end, a) in enumerate(items):
+            for b_start, _, b in items[i + 1 :]:
+                if b_start >= a_end:
+                    break
+                if a["r"] != b["r"]:
+                    found.append((a, b))
+    return found
+
+
+def history(samples: list[tuple[float, dict[str, Any]]]) -> dict[str, list[tuple[float, str]]]:
+    """Per cluster, every fence acquisition seen: (monotonic time of acquireTime, holder), sorted."""
+    offset = time.time() - time.monotonic()
+    seen: defaultdict[str, set[tuple[float, str]]] = defaultdict(set)
+    for _, holders in samples:
+        for cluster, (holder, acquired) in holders.items():
+            if holder and acquired:
+                wall = datetime.datetime.strptime(acquired, "%Y-%m-%dT%H:%M:%S.%fZ")
+                at = wall.replace(tzinfo=datetime.UTC).timestamp() - offset
+                seen[cluster].add((at, holder))
+    return {c: sorted(v) for c, v in seen.items()}
+
+
+def unfenced(entries: list[dict[str, Any]], acquisitions: dict[str, list[tuple[float, str]]]) -> list[Any]:
+    """Reconciles that started while their replica was not the latest to have taken the fence."""
+    bad = []
+    for e in entries:
+        taken = [holder for at, holder in acquisitions.get(e["c"], []) if at <= e["s"]]
+        if not taken or taken[-1] != e["r"]:
+            bad.append((e, taken[-1:]))
+    return bad
