@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import mcr
 import mcr.plugins
 import mcr.providers
 from mcr.cluster import Cluster
@@ -122,3 +123,34 @@ async def test_conformance(host: Cluster, admin: Cluster) -> None:
         change_cluster=None,
         remove_cluster=remove,
     )
+
+
+async def test_two_namespace_providers_compose_without_naming_their_controllers(fleet: Any) -> None:
+    # Two hosts, a namespace provider on each, composed: their default controller names (unique
+    # per process) must not clash, and both members' namespaces engage.
+    hosts = [Cluster.from_kubeconfig(s.kubeconfig, name=f"host-{i}") for i, s in enumerate(fleet(2).servers)]
+    try:
+        for host, namespace in zip(hosts, ("team-a", "team-b"), strict=True):
+            await make_namespace(host, namespace)
+        first, second = (NamespaceProvider(host) for host in hosts)
+        multi = mcr.providers.MultiProvider()
+        await multi.add_provider("a", first)
+        await multi.add_provider("b", second)
+        mgr = mcr.Manager(provider=multi, metrics_bind_address="0")
+        runner = asyncio.create_task(mgr.start(handle_signals=False))
+        try:
+            await eventually(
+                lambda: {"a#team-a", "b#team-b"} <= {i.name for i in mgr.clusters()} or runner.done(),
+                timeout=60,
+                message="both members' namespaces engaged",
+            )
+            assert not runner.done(), runner.exception()
+            names = (first.controller_name, second.controller_name)
+            assert names == ("a#namespace-provider", "b#namespace-provider")
+            assert multi.failures() == {}
+        finally:
+            mgr.stop()
+            await asyncio.wait_for(runner, 30)
+    finally:
+        for host in hosts:
+            await host.stop()

@@ -25,7 +25,7 @@ from mcr.cache.selectors import parse_label_selector
 from mcr.cluster import Cluster
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
-from mcr.providers import Clusters, cancel_and_wait, host_cluster, run_controller
+from mcr.providers import Clusters, cancel_and_wait, controller_name_for, host_cluster, run_controller
 from mcr.reconcile import Request
 from mcr.source import Kind
 from mcr_provider_namespace._cache import SharedViews
@@ -38,6 +38,8 @@ __all__ = ["NamespaceProvider"]
 
 log = logging.getLogger("mcr.providers.namespace")
 
+DEFAULT_CONTROLLER_NAME = "namespace-provider"
+
 
 class NamespaceProvider:
     """Clusters from the namespaces of ``cluster`` (default: the manager's local cluster).
@@ -46,8 +48,10 @@ class NamespaceProvider:
     ``exclude`` names namespaces never engaged: names or shell-style patterns (``kube-*``, matched
     case-sensitively with :func:`fnmatch.fnmatchcase`; a namespace name never contains ``*``, ``?``
     or ``[``, so a plain name matches only itself). ``controller_name`` names
-    the private controller that watches Namespaces. The provider starts the host (idempotent) and
-    never stops a host it was given.
+    the private controller that watches Namespaces; by default ``namespace-provider``, prefixed with
+    the member's name inside a :class:`~mcr.providers.MultiProvider` so that two namespace providers
+    of one fleet never clash. The provider starts the host (idempotent) and never stops a host it
+    was given.
 
     Constructed directly or through ``mcr.providers.create("namespace", ...)``.
     """
@@ -58,14 +62,15 @@ class NamespaceProvider:
         *,
         label_selector: str | Mapping[str, str] | None = None,
         exclude: Iterable[str] = (),
-        controller_name: str = "namespace-provider",
+        controller_name: str | None = None,
     ) -> None:
         self._host = cluster
         self.label_selector = label_selector
         self._selector = parse_label_selector(label_selector) if label_selector else None
         self.exclude = frozenset(exclude)
         self._patterns = tuple(p for p in self.exclude if any(c in p for c in "*?["))
-        self.controller_name = controller_name
+        self._explicit_name = controller_name
+        self.controller_name = controller_name or DEFAULT_CONTROLLER_NAME
         self._clusters = Clusters()
         self._shared: SharedViews | None = None
         self._running_host: Cluster | None = None
@@ -102,6 +107,7 @@ class NamespaceProvider:
         for kind, field, extract in self._pending_indexes:
             await shared.index_field(kind, field, extract)
         self._shared, self._running_host = shared, host
+        self.controller_name = controller_name_for(aware, DEFAULT_CONTROLLER_NAME, self._explicit_name)
         controller = Controller(self.controller_name, self._reconcile, need_leader_election=False)
         controller.watch(Kind("v1/Namespace", engage_provider=False))
         loop = asyncio.get_running_loop()
