@@ -53,7 +53,6 @@ async def test_from_kubeconfig_wires_cached_client_and_uncached_reader(apiserver
 
 
 async def test_stop_leaves_no_task_and_no_connection(apiserver: Any) -> None:
-    await eventually(lambda: apiserver.call(apiserver.store.watcher_count) == 0)
     sockets_before = open_sockets()
     tasks_before = own_tasks()
     cluster = Cluster.from_kubeconfig(
@@ -69,14 +68,16 @@ async def test_stop_leaves_no_task_and_no_connection(apiserver: Any) -> None:
     cluster.event_recorder("leak").event(
         await cluster.api_reader.get("v1/Namespace", "default"), "Normal", "Check", "recorder worker runs"
     )
-    await eventually(lambda: apiserver.call(apiserver.store.watcher_count) == 4)
+    connector = cluster.transport.connector
+    assert connector is not None
+    await eventually(lambda: len(connector._acquired) == 4)  # each open watch holds a connection
     assert len(own_tasks() - tasks_before) >= 4
     assert open_sockets() > sockets_before
     await cluster.stop()
     await cluster.stop()  # idempotent
     assert own_tasks() - tasks_before == set()
     assert cluster.transport.closed
-    await eventually(lambda: apiserver.call(apiserver.store.watcher_count) == 0)
+    assert not connector._acquired
     await eventually(lambda: open_sockets() == sockets_before, message="a socket stayed open")
     with pytest.raises(MCRError, match="leak-check"):
         await cluster.start()
@@ -129,6 +130,7 @@ async def test_stopped_cluster_is_freed_without_the_cycle_collector(apiserver: A
 
 
 async def test_cancelled_stop_still_closes_everything(apiserver: Any) -> None:
+    sockets_before = open_sockets()
     tasks_before = own_tasks()
     cluster = Cluster.from_kubeconfig(apiserver.kubeconfig, name="cancel")
     await cluster.start()
@@ -141,7 +143,7 @@ async def test_cancelled_stop_still_closes_everything(apiserver: Any) -> None:
     await cluster.stop()  # waits for the shutdown the cancelled callers started
     assert cluster.transport.closed
     assert own_tasks() - tasks_before == set()
-    await eventually(lambda: apiserver.call(apiserver.store.watcher_count) == 0)
+    await eventually(lambda: open_sockets() == sockets_before, message="a socket stayed open")
 
 
 def test_bad_kubeconfig_names_the_context() -> None:
