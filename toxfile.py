@@ -1,7 +1,7 @@
 """tox inline plugin: the interpreters version managers keep off ``PATH``, and the real lane's binaries.
 
 pyenv (and uv) install several Python versions but put only one on ``PATH`` (pyenv's shims
-fail for the others), so ``tox run -m test`` would not find Python 3.13 on a machine that has
+fail for the others), so ``tox run-parallel -m test`` would not find Python 3.13 on a machine that has
 it. Before tox looks for interpreters, this appends their ``bin`` directories to ``PATH``. An
 interpreter that is really missing is skipped with a notice (``skip_missing_interpreters`` in
 tox.ini); CI insists on both tested versions.
