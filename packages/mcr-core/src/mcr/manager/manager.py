@@ -193,7 +193,7 @@ class Manager:
         )
         self._series_task: asyncio.Task[None] | None = None
         self._others = RunnableGroup("others", self._runnable_failed)
-        self._leaders = RunnableGroup("leader", self._runnable_failed)
+        self._leaders = RunnableGroup("leader", self._runnable_failed, fence=self._leadership)
         self._providers = RunnableGroup("provider", self._runnable_failed)
         for group in (self._others, self._leaders, self._providers):
             group.on_start(self._runnable_started)

@@ -17,6 +17,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
+from mcr._controllerparts import Tenure, fenced
+
 __all__ = ["Runnable", "RunnableFunc", "RunnableGroup", "needs_leader_election", "runnable_name"]
 
 log = logging.getLogger("mcr.manager")
@@ -69,15 +71,20 @@ class RunnableGroup:
     is called with the runnable and the exception when a ``start`` raises (not on cancellation).
     :meth:`stop` cancels every task and waits until ``deadline`` (monotonic time, ``None`` = wait
     forever); it returns the names of runnables still running then, after cancelling them again.
+    With a ``fence`` (the leadership), each task runs only while it holds: every step is checked
+    against it (:class:`mcr._controllerparts.FencedSteps`).
     """
 
-    def __init__(self, name: str, on_error: Callable[[object, BaseException], None]) -> None:
+    def __init__(
+        self, name: str, on_error: Callable[[object, BaseException], None], *, fence: Tenure | None = None
+    ) -> None:
         self.name = name
         self._on_error = on_error
         self._runnables: list[Any] = []
         self._tasks: dict[asyncio.Task[None], Any] = {}
         self.started = False
         self.stopping = False
+        self._fence = fence
         self._on_start: list[Callable[[Any], None]] = []
 
     def __len__(self) -> int:
@@ -105,7 +112,8 @@ class RunnableGroup:
             self._spawn(runnable)
 
     def _spawn(self, runnable: Any) -> None:
-        task = asyncio.create_task(runnable.start(), name=f"mcr-{self.name}-{runnable_name(runnable)}")
+        work = runnable.start() if self._fence is None else fenced(runnable.start(), self._fence)
+        task = asyncio.create_task(work, name=f"mcr-{self.name}-{runnable_name(runnable)}")
         self._tasks[task] = runnable
         task.add_done_callback(self._done)
         for callback in self._on_start:
