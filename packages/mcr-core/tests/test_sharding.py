@@ -9,6 +9,7 @@ import itertools
 import math
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -77,25 +78,76 @@ def test_fence_names_are_valid_short_and_distinct() -> None:
 def test_options_are_checked() -> None:
     with pytest.raises(ValueError, match="renew_period"):
         ShardedCoordinator(lease_duration=1.0, renew_period=1.0)
+    with pytest.raises(ValueError, match=r"renew_deadline \(10\.0\) must be shorter than lease_duration"):
+        ShardedCoordinator(lease_duration=10.0, renew_deadline=10.0)
+    with pytest.raises(ValueError, match=r"renew_period \(3\.0\) must be shorter than renew_deadline \(3"):
+        ShardedCoordinator(lease_duration=10.0, renew_deadline=3.0, renew_period=3.0)
+    for option in ("lease_duration", "renew_deadline", "renew_period", "retry_period", "peer_ttl"):
+        for bad in (0.0, -1.0, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=f"{option} must be a positive number of seconds"):
+                ShardedCoordinator(**{option: bad})
+    with pytest.raises(ValueError, match="drain_timeout must be"):
+        ShardedCoordinator(drain_timeout=-1.0)
     with pytest.raises(ValueError, match="weight must be positive"):
         ShardedCoordinator(weight=0)
+    with pytest.raises(TypeError, match="sharder must be a function"):
+        ShardedCoordinator(sharder="alpha")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="identity 'alpha' differs from the peer registry's \\('beta'\\)"):
+        ShardedCoordinator(identity="alpha", peer_registry=Membership({}).registry("beta"))
     c = ShardedCoordinator()
     assert c.peer_ttl == c.lease_duration
+    assert c.renew_deadline == pytest.approx(10.0)  # client-go's 10 s of a 15 s lease
     assert c.peer_lease_name.startswith("mcr-peer-")
+    assert ShardedCoordinator(peer_registry=Membership({}).registry("beta")).identity == "beta"
+
+
+class Membership:
+    """A membership the test decides: every replica's registry reads the same mapping."""
+
+    def __init__(self, peers: dict[str, float]) -> None:
+        self.peers = peers
+        self.listeners: list[Any] = []
+
+    def registry(self, identity: str) -> Any:
+        membership = self
+
+        class Registry:
+            def __init__(self) -> None:
+                self.identity = identity
+
+            def peers(self) -> dict[str, float]:
+                return dict(membership.peers)
+
+            async def run(self, changed: Any) -> None:
+                membership.listeners.append(changed)
+                changed()
+                await asyncio.get_running_loop().create_future()
+
+        return Registry()
+
+    def change(self, peers: dict[str, float]) -> None:
+        self.peers = peers
+        for changed in self.listeners:
+            changed()
 
 
 _serial = itertools.count()
 
 
-async def _replica(host: Any, members: list[Any], identity: str, **manager: Any) -> tuple[Manager, list[str]]:
+async def _replica(
+    host: Any, members: list[Any], identity: str, coordinator: dict[str, Any] | None = None, **manager: Any
+) -> tuple[Manager, list[str]]:
     provider = ClustersProvider()
     for i, server in enumerate(members):
         await provider.add(f"member-{i}", Cluster.from_kubeconfig(server.kubeconfig, name=f"member-{i}"))
-    coordinator = ShardedCoordinator(namespace="default", identity=identity, **FAST)
+    options = {"identity": identity, **(coordinator or {})}
+    if "peer_registry" in options:
+        del options["identity"]
+    sharded = ShardedCoordinator(namespace="default", **FAST, **options)
     mgr = Manager(
         RestConfig.from_kubeconfig(host.kubeconfig),
         provider=provider,
-        coordinator=coordinator,
+        coordinator=sharded,
         metrics_bind_address="0",
         health_probe_bind_address="0",
         identity=identity,
@@ -175,3 +227,94 @@ async def test_with_leader_election_the_leader_owns_every_cluster(fleet: Any) ->
         for m in (a, b):
             m.stop()
         await asyncio.gather(task_a, task_b)
+
+
+async def _leases(host: Any, role: str) -> dict[str, str]:
+    """The sharding Leases of ``role`` (``peer`` or ``fence``) on the host: name → holder."""
+    async with Cluster.from_kubeconfig(host.kubeconfig, name="observer") as observer:
+        leases = await observer.api_reader.list(
+            "coordination.k8s.io/v1/Lease", namespace="default", label_selector={"sharding.mcr.io/role": role}
+        )
+    return {
+        lease["metadata"]["name"]: (lease.get("spec") or {}).get("holderIdentity") or "" for lease in leases
+    }
+
+
+async def _split(replicas: dict[str, Manager], expected: dict[str, str | None]) -> None:
+    def check() -> bool:
+        return all(_owners(m) == {n: (o, o == me) for n, o in expected.items()} for me, m in replicas.items())
+
+    await eventually(check, timeout=20, message=f"owners {expected} agreed and running where owned")
+
+
+async def test_a_custom_sharder_decides_the_owners(fleet: Any) -> None:
+    servers = fleet(4).servers
+    host, members = servers[0], servers[1:]
+
+    def pinned(cluster: str, peers: Mapping[str, float]) -> str | None:
+        """member-0 on beta, the rest on alpha (while both are up)."""
+        if not peers:
+            return None
+        if cluster == "member-0" and "beta" in peers:
+            return "beta"
+        return "alpha" if "alpha" in peers else min(peers)
+
+    a, _ = await _replica(host, members, "alpha", {"sharder": pinned})
+    b, _ = await _replica(host, members, "beta", {"sharder": pinned})
+    tasks = [asyncio.create_task(m.start(handle_signals=False)) for m in (a, b)]
+    try:
+        await _split({"alpha": a, "beta": b}, {"member-0": "beta", "member-1": "alpha", "member-2": "alpha"})
+        assert sorted((await _leases(host, "fence")).values()) == ["alpha", "alpha", "beta"]
+        b.stop()
+        await asyncio.wait_for(tasks[1], 30)
+        await _split({"alpha": a}, {"member-0": "alpha", "member-1": "alpha", "member-2": "alpha"})
+    finally:
+        for m in (a, b):
+            m.stop()
+        await asyncio.gather(*tasks)
+
+
+async def test_a_custom_peer_registry_decides_the_membership(fleet: Any) -> None:
+    servers = fleet(5).servers
+    host, members = servers[0], servers[1:]
+    membership = Membership({"alpha": 1.0, "beta": 1.0})
+    a, _ = await _replica(host, members, "alpha", {"peer_registry": membership.registry("alpha")})
+    b, _ = await _replica(host, members, "beta", {"peer_registry": membership.registry("beta")})
+    tasks = [asyncio.create_task(m.start(handle_signals=False)) for m in (a, b)]
+    try:
+        both = {f"member-{i}": owner(f"member-{i}", {"alpha": 1.0, "beta": 1.0}) for i in range(4)}
+        await _split({"alpha": a, "beta": b}, both)
+        assert await _leases(host, "peer") == {}, "the registry, not peer Leases, tells the members"
+        assert len(await _leases(host, "fence")) == 4, "the clusters are still fenced"
+        membership.change({"alpha": 1.0})  # beta leaves (by the registry's word): alpha takes over
+        await _split({"alpha": a, "beta": b}, dict.fromkeys(both, "alpha"))
+        assert set((await _leases(host, "fence")).values()) <= {"alpha", ""}
+    finally:
+        for m in (a, b):
+            m.stop()
+        await asyncio.gather(*tasks)
+
+
+async def test_without_per_cluster_leases_ownership_follows_the_sharder_alone(fleet: Any) -> None:
+    servers = fleet(5).servers
+    host, members = servers[0], servers[1:]
+    unfenced = {"per_cluster_lease": False}
+    a, seen_a = await _replica(host, members, "alpha", unfenced)
+    b, seen_b = await _replica(host, members, "beta", unfenced)
+    tasks = [asyncio.create_task(m.start(handle_signals=False)) for m in (a, b)]
+    try:
+        both = {f"member-{i}": owner(f"member-{i}", {"alpha": 1.0, "beta": 1.0}) for i in range(4)}
+        await _split({"alpha": a, "beta": b}, both)
+        await eventually(lambda: set(seen_b) == {n for n, o in both.items() if o == "beta"}, timeout=20)
+        assert await _leases(host, "fence") == {}, "no fence Leases"
+        assert set(await _leases(host, "peer")) == {
+            ShardedCoordinator(identity=i).peer_lease_name for i in ("alpha", "beta")
+        }
+        b.stop()
+        await asyncio.wait_for(tasks[1], 30)
+        await _split({"alpha": a}, dict.fromkeys(both, "alpha"))
+        await eventually(lambda: set(seen_a) == set(both), timeout=20)
+    finally:
+        for m in (a, b):
+            m.stop()
+        await asyncio.gather(*tasks)
