@@ -320,6 +320,7 @@ async def test_testing_page_server_example_runs(monkeypatch: pytest.MonkeyPatch)
     await _run_page_test("testing-server", None, monkeypatch)
 
 
+@pytest.mark.envtest_only("the page's sample makes one cluster fail with faults.fail_next")
 async def test_testing_page_fleet_example_runs(fleet: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     await _run_page_test("testing-fleet", fleet, monkeypatch)
 

@@ -263,7 +263,11 @@ async def test_authentication_page_plugin_serves_a_fleet(
 _CLUSTER_PROPERTY_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
-    "metadata": {"name": "clusterproperties.about.k8s.io"},
+    "metadata": {
+        "name": "clusterproperties.about.k8s.io",
+        # *.k8s.io groups are protected: kube-apiserver wants the approved API's reference
+        "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/2149"},
+    },
     "spec": {
         "group": "about.k8s.io",
         "scope": "Cluster",
