@@ -17,6 +17,8 @@ from mcr.testing import eventually, open_sockets
 
 @pytest.fixture(autouse=True)
 def clean_gc() -> Iterator[None]:
+    # The policy is process-wide: a cache an earlier test left running would hold it.
+    assert gcpolicy._active == 0, "a cache started by an earlier test was never stopped"
     thresholds = gc.get_threshold()
     gc.unfreeze()
     yield
