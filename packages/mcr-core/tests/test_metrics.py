@@ -103,11 +103,13 @@ async def test_scraped_metrics_move_with_reconciles(apiserver: ServerThread) -> 
         # than a second to answer a lease renewal (test_leader_* cover the fast timings).
     )
     fail_once: set[str] = set()
+    reconciled: set[str] = set()
 
     async def reconcile(req: Request) -> None:
         if req.name.startswith("bad") and req.name not in fail_once:
             fail_once.add(req.name)
             raise RuntimeError("first attempt fails")
+        reconciled.add(f"{req.namespace}/{req.name}")
 
     controller_managed_by(mgr).named("metrics-cm").for_("v1/ConfigMap").complete(reconcile)
     task = asyncio.create_task(mgr.start(handle_signals=False))
@@ -120,16 +122,6 @@ async def test_scraped_metrics_move_with_reconciles(apiserver: ServerThread) -> 
                     assert resp.status == 200
                     return _samples(await resp.text())
 
-            before = await scrape()
-            for name in ("good-1", "good-2", "bad-1"):
-                body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
-                await t.request(
-                    "POST",
-                    "/api/v1/namespaces/default/configmaps",
-                    body=body.encode(),
-                    content_type="application/json",
-                )
-
             def successes(s: Samples) -> float:
                 return (
                     _value(
@@ -140,6 +132,25 @@ async def test_scraped_metrics_move_with_reconciles(apiserver: ServerThread) -> 
                         cluster="",
                     )
                     or 0.0
+                )
+
+            # A real cluster has ConfigMaps of its own: their first reconciles end before `before`.
+            listed = (await t.request("GET", "/api/v1/configmaps")).json()["items"]
+            existing = {f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in listed}
+            await eventually(lambda: existing <= reconciled, timeout=15)
+
+            async def counted() -> Samples | None:
+                s = await scrape()
+                return s if successes(s) >= len(existing) else None
+
+            before = await eventually(counted, timeout=15)
+            for name in ("good-1", "good-2", "bad-1"):
+                body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+                await t.request(
+                    "POST",
+                    "/api/v1/namespaces/default/configmaps",
+                    body=body.encode(),
+                    content_type="application/json",
                 )
 
             async def moved() -> Samples | None:
