@@ -77,6 +77,11 @@ def test_static_and_service_account_tokens() -> None:
     assert out["kind"] == "TokenRequest"
     assert out["spec"] == {"audiences": ["a"], "expirationSeconds": 600}
     assert out["status"]["expirationTimestamp"].endswith("Z")
+    with pytest.raises(Unauthenticated, match="audiences"):  # not meant for this server
+        authn.authenticate(Req(out["status"]["token"]))
+    out = token_request(
+        authn, "ns1", "robot", "uid-1", {"spec": {"audiences": ["a", authn.issuer], "expirationSeconds": 600}}
+    )
     user = authn.authenticate(Req(out["status"]["token"]))
     assert user == UserInfo(
         "system:serviceaccount:ns1:robot",
@@ -346,8 +351,14 @@ def test_reviews_and_tokens_parse_in_the_official_client(apiserver: ServerThread
     # The issued token authenticates as the ServiceAccount.
     from .test_openapi import raw_request
 
-    status, body = raw_request(
-        apiserver, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {}, token=issued.status.token
+    review_path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+    status, body = raw_request(apiserver, "POST", review_path, {}, token=issued.status.token)
+    assert status == 401  # its audience is not the server's
+    status, issued = raw_request(
+        apiserver, "POST", "/api/v1/namespaces/default/serviceaccounts/robot/token", {"spec": {}}
     )
+    assert status == 201
+    assert issued["spec"]["audiences"] == ["https://kubernetes.default.svc.cluster.local"]
+    status, body = raw_request(apiserver, "POST", review_path, {}, token=issued["status"]["token"])
     assert status == 201
     assert body["status"]["userInfo"]["username"] == "system:serviceaccount:default:robot"

@@ -34,29 +34,6 @@ KINDS: list[tuple[str, dict[str, Any], tuple[str, ...], Any]] = [
         "Local",
     ),
     (
-        "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
-        {
-            "metadata": {"name": "web"},
-            "spec": {
-                "rules": [
-                    {
-                        "host": "a.example.com",
-                        "http": {
-                            "paths": [
-                                {
-                                    "path": "/",
-                                    "backend": {"service": {"name": "web", "port": {"number": 80}}},
-                                }
-                            ]
-                        },
-                    }
-                ]
-            },
-        },
-        ("spec", "rules", 0, "http", "paths", 0, "pathType"),
-        "ImplementationSpecific",
-    ),
-    (
         "/apis/networking.k8s.io/v1/ingressclasses",
         {"metadata": {"name": "nginx"}, "spec": {"controller": "example.com/ingress"}},
         ("spec", "controller"),
@@ -228,6 +205,21 @@ async def test_defaults_come_back_after_a_patch_removes_them(raw: Raw) -> None:
     assert replaced["spec"]["ports"][0]["targetPort"] == 80
 
 
+async def test_ingress_paths_need_a_path_type(raw: Raw) -> None:
+    path = "/apis/networking.k8s.io/v1/namespaces/default/ingresses"
+    backend = {"service": {"name": "web", "port": {"number": 80}}}
+    rule = {"host": "a.example.com", "http": {"paths": [{"path": "/", "backend": backend}]}}
+    status, body = await raw.json("POST", path, json={"metadata": {"name": "web"}, "spec": {"rules": [rule]}})
+    assert status == 422
+    assert body["message"].startswith(  # kube-apiserver adds ": pathType must be specified"
+        'Ingress.networking.k8s.io "web" is invalid: spec.rules[0].http.paths[0].pathType: Required value'
+    )
+    rule["http"]["paths"][0]["pathType"] = "Prefix"
+    status, body = await raw.json("POST", path, json={"metadata": {"name": "web"}, "spec": {"rules": [rule]}})
+    assert status == 201, body
+    assert body["status"] == {"loadBalancer": {}}
+
+
 def test_present_at_start_and_readable_by_the_official_client(
     apiserver: ServerThread, api_client: Any
 ) -> None:
@@ -265,7 +257,14 @@ def test_present_at_start_and_readable_by_the_official_client(
     )
     assert hpa.spec.metrics[0].resource.target.average_utilization == 80
     pv = core.create_persistent_volume(
-        {"metadata": {"name": "pv"}, "spec": {"capacity": {"storage": "1Gi"}, "hostPath": {"path": "/x"}}}
+        {
+            "metadata": {"name": "pv"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/x"},
+            },
+        }
     )
     assert pv.status.phase == "Pending"
     sched = client.SchedulingV1Api(api_client)

@@ -10,6 +10,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 import yaml
 from kubernetes import client
 
@@ -106,6 +107,10 @@ async def test_serve_port_errors_are_one_line(tmp_path: Path) -> None:
     assert code == 2
     assert err == f"mcr-envtest: cannot listen on 127.0.0.1:{port}: the address is already in use\n"
     assert "Traceback" not in out + err
+
+
+@pytest.mark.envtest_only("serve --host: a real control plane serves on 127.0.0.1 only")
+async def test_serve_host_errors_are_one_line() -> None:
     code, _, err = await run("serve", "--host", "192.0.2.1", "--port", "6443")
     assert code == 2
     assert err.startswith("mcr-envtest: cannot listen on 192.0.2.1:6443: ")

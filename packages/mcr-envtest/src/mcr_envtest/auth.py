@@ -173,6 +173,9 @@ class Authenticator:
             raise Unauthenticated("invalid bearer token")
         if not isinstance(claims.get("exp"), int) or claims["exp"] <= time.time():
             raise Unauthenticated("token has expired")
+        aud = claims.get("aud")
+        if self.issuer not in (aud if isinstance(aud, list) else [aud]):
+            raise Unauthenticated("token audiences do not include the server's")
         k8s = claims.get("kubernetes.io") or {}
         ns = str(k8s.get("namespace", ""))
         sa = k8s.get("serviceaccount") or {}

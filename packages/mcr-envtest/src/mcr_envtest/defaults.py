@@ -116,6 +116,10 @@ def _pod_spec(spec: Any) -> None:
             for p in c.get("ports") or []:
                 if isinstance(p, dict):
                     p.setdefault("protocol", "TCP")
+    for volume in spec.get("volumes") or []:
+        host_path = volume.get("hostPath") if isinstance(volume, dict) else None
+        if isinstance(host_path, dict):
+            host_path.setdefault("type", "")
 
 
 def _template(holder: Any) -> None:
@@ -218,11 +222,7 @@ def _persistent_volume_claim(obj: Obj, old: Obj) -> None:
 
 
 def _ingress(obj: Obj, old: Obj) -> None:
-    for rule in _spec(obj).get("rules") or []:
-        for path in ((rule or {}).get("http") or {}).get("paths") or []:
-            if isinstance(path, dict):
-                path.setdefault("pathType", "ImplementationSpecific")
-    _status(obj, old).setdefault("loadBalancer", {})
+    _status(obj, old).setdefault("loadBalancer", {})  # (networking.k8s.io/v1 requires pathType)
 
 
 def _priority_class(obj: Obj, old: Obj) -> None:

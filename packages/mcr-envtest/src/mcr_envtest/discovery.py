@@ -197,7 +197,8 @@ def aggregated(registry: Registry, *, core: bool, version: str = "v2") -> dict[s
             continue
         items.append(
             {
-                "metadata": {"name": g, "creationTimestamp": None},
+                # the core group's empty name is omitted, as upstream's encoder does
+                "metadata": {"name": g, "creationTimestamp": None} if g else {"creationTimestamp": None},
                 "versions": [
                     {
                         "version": v,

@@ -140,6 +140,7 @@ def _merge_list(original: Any, patch: list[Any], schema: dict[str, Any] | None, 
             if value not in current:
                 current.append(value)
         return current
+    server_order = {repr(cur.get(key)): j for j, cur in enumerate(current) if isinstance(cur, dict)}
     for i, item in enumerate(patch):
         if not isinstance(item, dict):
             raise ValueError(f"{path}[{i}]: items of a list merged by {key!r} must be objects")
@@ -166,7 +167,39 @@ def _merge_list(original: Any, patch: list[Any], schema: dict[str, Any] | None, 
             current[idx] = merged
         else:
             current.append(merged)
-    return current
+    return _patch_order(current, patch, key, server_order)
+
+
+def _patch_order(current: list[Any], patch: list[Any], key: str, server_order: dict[str, int]) -> list[Any]:
+    """Upstream's order of a merged keyed list: the patched items in patch order and the others
+    in their original order, interleaved by original position where both have one (so an item
+    the patch adds comes before the original items it is compared with)."""
+    wanted: dict[str, int] = {}
+    for item in patch:
+        if isinstance(item, dict) and key in item and item.get(_PATCH) != "delete":
+            wanted.setdefault(repr(item[key]), len(wanted))
+
+    def ident(item: Any) -> str:
+        return repr(item.get(key)) if isinstance(item, dict) else repr(item)
+
+    left = sorted((x for x in current if ident(x) in wanted), key=lambda x: wanted[ident(x)])
+    right = [x for x in current if ident(x) not in wanted]
+    out: list[Any] = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        if i >= len(left):
+            out.append(right[j])
+            j += 1
+            continue
+        if j < len(right):
+            li, ri = server_order.get(ident(left[i])), server_order.get(ident(right[j]))
+            if li is not None and ri is not None and li > ri:
+                out.append(right[j])
+                j += 1
+                continue
+        out.append(left[i])
+        i += 1
+    return out
 
 
 def _apply_order(current: list[Any], order: list[Any], merge_key: str | None) -> list[Any]:

@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 
-from . import _schema
+from . import _builtin_rules, _schema
 from ._schema_ops import apply_defaults, prune_unknown
 from .openapi import crd_version_schema
 
@@ -251,6 +251,7 @@ def validate_object(
         _walk(top, body, "", causes, custom=info.crd is not None)
     if info.group == "apiextensions.k8s.io" and info.kind == "CustomResourceDefinition":
         causes.extend(_crd_causes(obj))
+    causes.extend(_builtin_rules.causes(info, obj))
     return causes
 
 
