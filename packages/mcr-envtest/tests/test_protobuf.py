@@ -269,7 +269,32 @@ def test_every_creatable_builtin_has_a_sample() -> None:
     assert {(i.group, i.plural) for i in CREATABLE} == set(SAMPLES)
 
 
-@pytest.mark.parametrize("info", CREATABLE, ids=[f"{i.group or 'core'}/{i.plural}" for i in CREATABLE])
+# kinds whose two creates differ on kube-apiserver for reasons other than the body's encoding:
+# admission and controllers add fields (namespace labels, pod service-account volumes, node
+# taints, job selectors, CRD conditions) or the review answers vary between the two requests
+_ADMITTED = {
+    ("", "namespaces"),
+    ("", "pods"),
+    ("", "nodes"),
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews"),
+    ("batch", "jobs"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+}
+_ENVTEST_ONLY = pytest.mark.envtest_only(
+    "kube-apiserver's admission and controllers change this kind between two creates"
+)
+CREATABLE_PARAMS = [
+    pytest.param(
+        i,
+        id=f"{i.group or 'core'}/{i.plural}",
+        marks=[_ENVTEST_ONLY] if (i.group, i.plural) in _ADMITTED else [],
+    )
+    for i in CREATABLE
+]
+
+
+@pytest.mark.parametrize("info", CREATABLE_PARAMS)
 async def test_protobuf_body_of_every_builtin_kind(raw: Raw, info: Any) -> None:
     path = path_of(info.group, info.version, info.plural, info.namespaced)
     key = (info.group, info.plural)
@@ -349,8 +374,10 @@ async def test_malformed_protobuf_bodies_are_client_errors(raw: Raw) -> None:
             statuses.add(resp.status)
             body = await resp.json()
         assert resp.status < 500, body
+        if resp.status == 400:  # kube-apiserver words it after what its decoder tripped on
+            assert body["reason"] == "BadRequest", body
         await raw.json("DELETE", f"{path}/fuzz")
-    assert 415 in statuses  # undecodable bodies are refused as an unknown format
+    assert 400 in statuses  # undecodable bodies are refused as unrecognized objects
 
 
 KUBECTL_CREATE: list[tuple[list[str], str, str, str]] = [

@@ -72,14 +72,13 @@ def decode(data: bytes, ctype: str) -> Any:
 async def object_body(ctx: Ctx) -> dict[str, Any]:
     ctype = content_type(ctx)
     if ctype == _schema_proto.PROTOBUF:
+        data = await read_body(ctx)
         try:
-            body = _schema_proto.decode_protobuf(await read_body(ctx))
+            body = _schema_proto.decode_protobuf(data)
         except ValueError as exc:
-            raise errors.StatusError(
-                415,
-                "UnsupportedMediaType",
-                f"the body of the request was in an unknown format - accepted media types include: "
-                f"{', '.join(BODY_TYPES)} ({exc})",
+            raise errors.bad_request(
+                f"the object provided is unrecognized (must be of type {ctx.info.kind}): {exc} "
+                f"({data[:30].hex()} ...)"
             ) from None
     elif ctype not in ("application/json", "application/yaml", "text/yaml", "*/*"):
         raise errors.unsupported_media_type(ctype, BODY_TYPES)
