@@ -285,6 +285,9 @@ class ControlPlane:
         }
         if not deletes and not puts:
             return
+        with (self.directory / "resets.log").open("a") as log:  # what each reset undid
+            undone = [k[len(root) :].decode(errors="replace") for k in [*deletes, *puts]]
+            log.write(f"{time.strftime('%H:%M:%S')} deleted {len(deletes)}, restored {len(puts)}: {undone}\n")
         kv.apply(deletes, puts)
         crds = root + _CRDS[1:]
         groups = {k[len(crds) :].partition(b".")[2].decode() for k in deletes if k.startswith(crds)}

@@ -9,8 +9,9 @@ plane whose reset fails, or one started for a fixed port, is discarded instead o
 
 The pool, its etcd and its token webhook start on first use and end with :meth:`Pool.close`,
 which runs at interpreter exit; its processes also die with this process when it is killed. Its
-files are in one directory under the system's temporary directory (``mcr-envtest-real-<pid>-*``);
-such directories left by processes that no longer exist are removed when a pool starts.
+files are in one directory under the system's temporary directory (``mcr-envtest-real-<pid>-*``; kept
+at close when ``MCR_ENVTEST_KEEP_LOGS`` is set, for the logs); such directories left by processes
+that no longer exist are removed when a pool starts.
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ class Pool:
             self._worker = threading.Thread(target=self._reset_loop, name="mcr-envtest-reset", daemon=True)
             self._worker.start()
         return self._etcd, self._webhook, self._root
+
+    @property
+    def etcd(self) -> Etcd | None:
+        """The pool's etcd (None before the first control plane)."""
+        return self._etcd
 
     def acquire(self, spec: Spec) -> ControlPlane:
         """A ready control plane with ``spec``, in its fresh state, for the caller's sole use."""
@@ -174,7 +180,7 @@ class Pool:
             self._webhook.close()
         if self._etcd is not None:
             self._etcd.stop()
-        if self._root is not None:
+        if self._root is not None and not os.environ.get("MCR_ENVTEST_KEEP_LOGS"):
             shutil.rmtree(self._root, ignore_errors=True)
 
 
