@@ -61,6 +61,7 @@ _OWN = (
     b"/leases/kube-system/kube-apiserver-",
 )
 _CRDS = b"/apiextensions.k8s.io/customresourcedefinitions/"
+_RBAC_KINDS = {"clusterroles", "clusterrolebindings", "roles", "rolebindings"}
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,9 @@ class ControlPlane:
         kv.apply(deletes, puts)
         crds = root + _CRDS[1:]
         groups = {k[len(crds) :].partition(b".")[2].decode() for k in deletes if k.startswith(crds)}
-        self._wait(lambda: self._settled(groups), timeout, "kube-apiserver to serve the reset objects")
+        touched = {k[len(root) :].partition(b"/")[0].decode() for k in [*deletes, *puts]}
+        rbac = {kind: self._baseline_names(root, kind) for kind in _RBAC_KINDS & touched}
+        self._wait(lambda: self._settled(groups, rbac), timeout, "kube-apiserver to serve the reset objects")
         # written back: remember their new revisions; written meanwhile by controllers: delete
         again = kv.range(root, keys_only=True)
         for k in puts:
@@ -301,12 +304,31 @@ class ControlPlane:
         if late:
             kv.apply(late, {})
 
-    def _settled(self, groups: set[str]) -> bool:
-        status, body = self._get("/api/v1/namespaces")
-        if status != 200:
+    def _settled(self, groups: set[str], rbac: dict[str, set[str]]) -> bool:
+        """True once the apiserver serves the baseline namespaces, no longer serves the deleted
+        CRDs' groups, and its watch cache (which its RBAC authorizer follows) holds exactly the
+        baseline objects of each RBAC kind the reset touched."""
+        if self._names("/api/v1/namespaces") != set(BOOT_NAMESPACES):
             return False
-        names = sorted(i["metadata"]["name"] for i in json.loads(body).get("items", []))
-        return names == sorted(BOOT_NAMESPACES) and all(self._get(f"/apis/{g}")[0] == 404 for g in groups)
+        if any(self._get(f"/apis/{g}")[0] != 404 for g in groups):
+            return False
+        return all(
+            self._names(f"/apis/rbac.authorization.k8s.io/v1/{kind}?resourceVersion=0") == names
+            for kind, names in rbac.items()
+        )
+
+    def _names(self, path: str) -> set[str] | None:
+        status, body = self._get(path)
+        if status != 200:
+            return None
+        items = json.loads(body).get("items") or []
+        return {
+            "/".join(filter(None, (i["metadata"].get("namespace"), i["metadata"]["name"]))) for i in items
+        }
+
+    def _baseline_names(self, root: bytes, kind: str) -> set[str]:
+        start = root + kind.encode() + b"/"
+        return {k[len(start) :].decode() for k in self._baseline if k.startswith(start)}
 
     def _bootstrapped(self) -> bool:
         if self.binaries.controller_manager is None:
