@@ -3,9 +3,11 @@
 ``envtest_only(reason)`` marker.
 
 When ``KUBEBUILDER_ASSETS`` names a directory of real control-plane binaries, the fixtures serve
-the real kube-apiserver and a test marked ``envtest_only`` is skipped with its reason. The marker
-is for tests that need what only mcr-envtest has (fault injection, restarts with or without state,
-speed controls, direct access to its store); its reason is required.
+real kube-apiservers (pooled control planes, each reset to its fresh state between tests: see
+:mod:`mcr_envtest.real`) and a test marked ``envtest_only`` is skipped with its reason. The marker
+is for tests that need what only mcr-envtest has (fault injection, restarts without state, speed
+controls, direct access to its store); its reason is required. The session's control planes are
+stopped when the session finishes.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def apiserver() -> Iterator[ServerThread]:
-    """A fresh HTTPS server in its own thread, stopped at teardown."""
+    """A fresh HTTPS server in its own thread, closed at teardown (in real mode its control plane
+    goes back to the pool)."""
     with ServerThread() as srv:
         yield srv
 
