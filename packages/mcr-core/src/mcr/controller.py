@@ -495,6 +495,9 @@ class Controller:
                                 self._drop(req)
                                 continue
                             fence = UNFENCED if eng is None else eng.fence
+                            # Not kept past this check: an idle worker holding the Engagement would
+                            # keep a disengaged cluster (its cache, informers, objects) alive.
+                            eng = None
                             fenced = fence is not UNFENCED or lead is not UNFENCED
                             steps.first, steps.second = fence, lead
                             if seg is not None:
