@@ -115,7 +115,7 @@ class Host:
 
 async def serve(n: int, directory: Path) -> None:
     start = time.perf_counter()
-    fleet = Fleet(n, kubeconfig_dir=directory, https=True, history_size=60_000, use_assets=False)
+    fleet = Fleet(n, kubeconfig_dir=directory, https=True, history_size=60_000, real=False)
     await fleet.start()
     try:
         info = [
