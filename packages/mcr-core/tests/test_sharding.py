@@ -318,3 +318,28 @@ async def test_without_per_cluster_leases_ownership_follows_the_sharder_alone(fl
         for m in (a, b):
             m.stop()
         await asyncio.gather(*tasks)
+
+
+@pytest.mark.envtest_only("slows the hub's answers down (fault injection)")
+async def test_a_cluster_moved_while_its_fence_was_being_taken_is_handed_over(fleet: Any) -> None:
+    servers = fleet(5).servers
+    host, members = servers[0], servers[1:]
+    both = {f"member-{i}": owner(f"member-{i}", {"alpha": 1.0, "beta": 1.0}) for i in range(4)}
+    assert "alpha" in both.values(), "some cluster goes to alpha once it joins"
+    membership = Membership({"beta": 1.0})
+    a, _ = await _replica(host, members, "alpha", {"peer_registry": membership.registry("alpha")})
+    b, _ = await _replica(host, members, "beta", {"peer_registry": membership.registry("beta")})
+    tasks = [asyncio.create_task(m.start(handle_signals=False)) for m in (a, b)]
+    try:
+        host.faults.latency(0.4)  # each fence takes two slow requests to acquire
+        sharded = b.coordinator
+        assert isinstance(sharded, ShardedCoordinator)
+        await eventually(lambda: sharded.owner_of("member-0") == "beta", timeout=20)
+        # beta is taking every fence now; alpha joins meanwhile, and nothing changes after.
+        membership.change({"alpha": 1.0, "beta": 1.0})
+        await _split({"alpha": a, "beta": b}, both)
+    finally:
+        host.faults.latency(0)
+        for m in (a, b):
+            m.stop()
+        await asyncio.gather(*tasks)

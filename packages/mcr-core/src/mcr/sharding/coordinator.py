@@ -367,15 +367,17 @@ class ShardedCoordinator:
         reason = "released"
         try:
             while True:
+                # Checked before waiting: the membership may have moved the cluster while this
+                # replica was taking its fence (the change event it held then has fired since).
                 changed = self._changed
+                if self.owner_of(name) != self.identity:
+                    reason = "rebalanced"
+                    return
                 await _first(changed.wait(), asyncio.shield(task), lapsed.wait())
                 if task.done():
                     task.result()  # an error of the engagement propagates
                 if lapsed.is_set():
                     reason = "lost"
-                    return
-                if self.owner_of(name) != self.identity:
-                    reason = "rebalanced"
                     return
         finally:
             await self._hand_over(name, task, keeper, tenure, fence, withdraw, run, drain=reason != "lost")
