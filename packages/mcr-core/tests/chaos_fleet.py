@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from mcr.cluster import Cluster
+from mcr.sharding import owner
 from mcr.testing import import_script
 
 ChaosProxy = import_script(Path(__file__).with_name("chaos_proxy.py")).ChaosProxy
@@ -120,6 +121,17 @@ class Replica:
         return continued
 
 
+def _balanced(clusters: list[str], slots: tuple[str, ...]) -> int:
+    """A suffix for the replicas' identities with which rendezvous hashing gives each of them at
+    least two of ``clusters`` (cluster names hold the test's directory, so a split differs per run)."""
+    for salt in range(1000):
+        peers = {f"{slot}-{salt}": 1.0 for slot in slots}
+        shares = Counter(owner(c, peers) for c in clusters)
+        if all(shares[p] >= 2 for p in peers):
+            return salt
+    raise AssertionError(f"no identities give each of {slots} two of {len(clusters)} clusters")
+
+
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
@@ -136,6 +148,7 @@ class ChaosFleet:
         *,
         clusters: int,
         timings: dict[str, float],
+        slots: tuple[str, ...],
         leader: bool = False,
     ) -> None:
         self.hub = hub
@@ -145,8 +158,13 @@ class ChaosFleet:
         self.leader = leader
         self.fleet_dir = tmp / "fleet"
         self.fleet_dir.mkdir()
+        context = member.kubeconfig["current-context"]
+        self.clusters: list[str] = []  # the names the file provider gives them
         for i in range(clusters):
-            (self.fleet_dir / f"c{i:02d}.kubeconfig").write_text(json.dumps(member.kubeconfig))
+            path = self.fleet_dir / f"c{i:02d}.kubeconfig"
+            path.write_text(json.dumps(member.kubeconfig))
+            self.clusters.append(f"{os.path.abspath(path)}+{context}")
+        self._salt = 0 if leader else _balanced(self.clusters, slots)
         self.replicas: dict[str, Replica] = {}
         self.retired: list[Replica] = []
         self.samples: list[tuple[float, dict[str, tuple[str, str]]]] = []
@@ -183,7 +201,7 @@ class ChaosFleet:
         if old is not None:
             self.retired.append(old)
         proxy = old.proxy if old is not None else self._proxy()
-        identity = f"{slot}-{next(self._serial)}"
+        identity = f"{slot}-{self._salt}" if old is None else f"{slot}-{self._salt}-{next(self._serial)}"
         host = self.tmp / f"host-{slot}.kubeconfig"
         if not host.exists():
             config = json.loads(json.dumps(self.hub.kubeconfig))

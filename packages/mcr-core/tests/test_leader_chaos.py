@@ -47,7 +47,9 @@ def hub(tmp_path: Path) -> Any:
 @pytest.fixture
 async def replicas(hub: Any, fleet: Any, tmp_path: Path) -> Any:
     member = fleet(1).servers[0]
-    async with chaos.ChaosFleet(hub, member, tmp_path, clusters=CLUSTERS, timings=TIMINGS, leader=True) as f:
+    async with chaos.ChaosFleet(
+        hub, member, tmp_path, clusters=CLUSTERS, timings=TIMINGS, slots=SLOTS, leader=True
+    ) as f:
         for slot in SLOTS:
             f.start(slot)
         await led(f, since=0.0)

@@ -56,7 +56,7 @@ def hub(tmp_path: Path) -> Any:
 @pytest.fixture
 async def replicas(hub: Any, fleet: Any, tmp_path: Path) -> Any:
     member = fleet(1).servers[0]
-    async with chaos.ChaosFleet(hub, member, tmp_path, clusters=CLUSTERS, timings=TIMINGS) as f:
+    async with chaos.ChaosFleet(hub, member, tmp_path, clusters=CLUSTERS, timings=TIMINGS, slots=SLOTS) as f:
         for slot in SLOTS:
             f.start(slot)
         await settled(f, since=0.0)
