@@ -8,8 +8,9 @@ replicas are).
 
 from __future__ import annotations
 
-from mcr.sharding.coordinator import ShardedCoordinator, validate_timings
+from mcr.sharding.coordinator import ShardedCoordinator
 from mcr.sharding.hashing import fence_name, owner, score
+from mcr.sharding.leases import validate_timings
 from mcr.sharding.peers import PeerRegistry, Sharder
 
 __all__ = [

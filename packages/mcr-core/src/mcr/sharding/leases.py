@@ -24,11 +24,13 @@ if TYPE_CHECKING:
 __all__ = [
     "LEASE",
     "PREFIX_LABEL",
+    "RENEW_DEADLINE_SHARE",
     "ROLE_LABEL",
     "WEIGHT_ANNOTATION",
     "FenceLease",
     "Observations",
     "PeerLease",
+    "validate_timings",
 ]
 
 LEASE = "coordination.k8s.io/v1/Lease"
@@ -40,6 +42,46 @@ CLUSTER_ANNOTATION = "sharding.mcr.io/cluster"
 WEIGHT_ANNOTATION = "sharding.mcr.io/weight"
 
 _API_ERRORS = (APIError, TransportError)
+
+RENEW_DEADLINE_SHARE = 2 / 3
+"""``renew_deadline`` defaults to this share of ``lease_duration`` (client-go's 10 s of 15 s)."""
+
+
+def validate_timings(
+    lease_duration: float,
+    renew_deadline: float,
+    renew_period: float,
+    retry_period: float,
+    peer_ttl: float,
+    drain_timeout: float,
+) -> None:
+    """Raise ``ValueError`` naming the option unless the timings are sane.
+
+    Every timing is a finite number of seconds, positive (``drain_timeout`` may be 0), and
+    ``lease_duration > renew_deadline > renew_period``: the owner stops before a fence can be taken
+    from it (the difference is the margin), and renews before its deadline.
+    """
+    for option, value in (
+        ("lease_duration", lease_duration),
+        ("renew_deadline", renew_deadline),
+        ("renew_period", renew_period),
+        ("retry_period", retry_period),
+        ("peer_ttl", peer_ttl),
+    ):
+        if not (0 < value < math.inf):
+            raise ValueError(f"{option} must be a positive number of seconds, got {value!r}")
+    if not (0 <= drain_timeout < math.inf):
+        raise ValueError(f"drain_timeout must be a number of seconds >= 0, got {drain_timeout!r}")
+    if not renew_deadline < lease_duration:
+        raise ValueError(
+            f"renew_deadline ({renew_deadline}) must be shorter than lease_duration ({lease_duration}): "
+            "a replica must stop running a cluster before another may take its fence"
+        )
+    if not renew_period < renew_deadline:
+        raise ValueError(
+            f"renew_period ({renew_period}) must be shorter than renew_deadline ({renew_deadline:.3g}; "
+            f"default {RENEW_DEADLINE_SHARE:.2g} of lease_duration): a fence is renewed before its deadline"
+        )
 
 
 class Observations:
