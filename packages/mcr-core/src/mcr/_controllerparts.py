@@ -16,8 +16,8 @@ import asyncio
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Generator
-from types import TracebackType
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from types import CoroutineType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from mcr import metrics
@@ -183,12 +183,13 @@ class FencedSteps(Generator[Any, Any, Any]):
     def __init__(self, first: Tenure | None = None, second: Tenure | None = None) -> None:
         self.first = UNFENCED if first is None else first
         self.second = UNFENCED if second is None else second
-        self._coro: Generator[Any, Any, Any] | None = None
+        self._coro: Coroutine[Any, Any, Any] | Generator[Any, Any, Any] | None = None
         self._thrown = False
 
     def run(self, awaitable: Awaitable[Any]) -> FencedSteps:
         """Drive ``awaitable`` next (await the returned object)."""
-        self._coro = awaitable.__await__()
+        # A coroutine is driven as it is; anything else through its __await__ iterator.
+        self._coro = awaitable if type(awaitable) is CoroutineType else awaitable.__await__()
         self._thrown = False
         return self
 
