@@ -105,7 +105,7 @@ async def test_a_leader_cut_off_from_the_hub_stops_before_another_leads(replicas
         old.proxy.cut(mode)
         new = await eventually(
             lambda: (r := leader(f)) is not None and r is not old and r,  # noqa: B023
-            timeout=6 * LEASE,
+            timeout=30,  # liveness only, bounded loosely: CI's 2 cores run other suites beside
             interval=0.1,
             message=f"cut {i}: another replica leads",
         )
@@ -136,7 +136,7 @@ async def test_a_frozen_leader_does_no_leader_work_after_it_resumes(replicas: An
     for i in range(8):
         old = await led(f, since=freezes[-1][2] if freezes else 0.0)
         stopped = old.freeze()
-        await asyncio.sleep((1.5 if i % 2 == 0 else 3.0) * LEASE)  # how long the leader stays frozen
+        await asyncio.sleep((1.5 if i % 2 == 0 else 5.0) * LEASE)  # how long the leader stays frozen
         continued = old.thaw(stopped)
         freezes.append((old.identity, stopped, continued, i % 2 == 1))
         await replace_lost(f, old)
@@ -146,7 +146,7 @@ async def test_a_frozen_leader_does_no_leader_work_after_it_resumes(replicas: An
     for identity, stopped, continued, long in freezes:
         after = [e for e in entries if e["r"] == identity and e["s"] >= continued]
         assert after == [], f"{identity} worked after it resumed: {after[:3]}"
-        # Frozen for 3 leases, a standby surely took over meanwhile (for 1.5 it may not have yet).
+        # Frozen for 5 leases, a standby surely took over meanwhile (for 1.5 it may not have yet).
         taken = [h.get(KEY, ("",))[0] for at, h in f.fence_samples() if stopped < at < continued]
         assert not long or any(h not in (identity, "") for h in taken), f"nobody took over from {identity}"
 

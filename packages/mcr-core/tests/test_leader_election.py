@@ -102,6 +102,7 @@ async def test_without_release_standby_waits_for_expiry(apiserver: ServerThread)
             await asyncio.gather(task_b, return_exceptions=True)
 
 
+@pytest.mark.envtest_only("fails the Lease renewals with mcr-envtest's faults")
 async def test_renew_failures_lose_leadership(apiserver: ServerThread) -> None:
     config = load_config(apiserver.kubeconfig)
     async with config.transport() as ta:

@@ -149,6 +149,7 @@ async def test_only_the_leader_reconciles_and_hands_over_on_stop(
             await asyncio.gather(*(r.task for r in (a, b) if r.task), return_exceptions=True)
 
 
+@pytest.mark.envtest_only("partitions the leader with mcr-envtest's faults")
 async def test_partitioned_leader_stops_with_an_error_and_standby_takes_over(
     apiserver: ServerThread, lease_history: LeaseHistory
 ) -> None:
