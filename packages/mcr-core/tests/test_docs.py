@@ -369,7 +369,7 @@ def test_readme_starts_with_the_quickstart_and_the_test_command_ci_runs() -> Non
     for command in commands:
         assert command.startswith("python3 -m venv .venv && .venv/bin/pip install"), command
     assert quickstart.endswith("tox run -e quickstart")
-    assert tests.endswith("tox run-parallel -m test")
+    assert tests.endswith("tox run-parallel -m test -p 4")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert tests in ci, ".ci/run must run the README's test command as written"
     assert "Python ≥ 3.11" in text
