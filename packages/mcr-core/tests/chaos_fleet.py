@@ -28,11 +28,13 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
 from mcr.cluster import Cluster
@@ -90,6 +92,15 @@ class HubProcess:
                 self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[HubProcess]:
+    """A :class:`HubProcess` for one test (a test module takes it with ``hub = chaos.hub``),
+    closed after the test."""
+    process = HubProcess(tmp_path)
+    yield process
+    process.close()
 
 
 @dataclass

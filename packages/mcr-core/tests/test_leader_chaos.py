@@ -37,11 +37,7 @@ KEY = "<leader>"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def hub(tmp_path: Path) -> Any:
-    process = chaos.HubProcess(tmp_path)
-    yield process
-    process.close()
+hub = chaos.hub  # the fixture
 
 
 @pytest.fixture

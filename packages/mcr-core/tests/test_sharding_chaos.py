@@ -46,11 +46,7 @@ CANCEL_SLACK = 0.5
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def hub(tmp_path: Path) -> Any:
-    process = chaos.HubProcess(tmp_path)
-    yield process
-    process.close()
+hub = chaos.hub  # the fixture
 
 
 @pytest.fixture
