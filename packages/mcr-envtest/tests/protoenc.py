@@ -9,7 +9,7 @@ import json
 import struct
 from typing import Any
 
-from mcr_envtest._schema_proto import _table
+from mcr_envtest.schema.protobuf import _table
 
 MAGIC = b"k8s\x00"
 META = "k8s.io.apimachinery.pkg.apis.meta.v1."

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from mcr_envtest import ServerThread
-from mcr_envtest._schema_proto import decode_protobuf
 from mcr_envtest.auth import (
     Authenticator,
     Authorizer,
@@ -25,6 +24,7 @@ from mcr_envtest.reviews import (
     self_subject_rules_review,
     token_request,
 )
+from mcr_envtest.schema.protobuf import decode_protobuf
 
 RBAC = "rbac.authorization.k8s.io"
 

@@ -156,13 +156,13 @@ def test_served_over_https(apiserver: ServerThread) -> None:
 async def test_schemas_can_be_warmed_in_a_thread() -> None:
     import asyncio
 
-    from mcr_envtest import _schema
     from mcr_envtest.openapi import warm_schemas
+    from mcr_envtest.schema import builtin
 
     reg = Registry()
     await asyncio.to_thread(warm_schemas, reg)
-    deployment = _schema.definition_name("V1Deployment")
-    assert deployment in _schema.model_closure("V1Deployment")
+    deployment = builtin.definition_name("V1Deployment")
+    assert deployment in builtin.model_closure("V1Deployment")
     doc = group_version_document(reg, "apps", "v1")
     assert doc is not None
     assert deployment in doc["components"]["schemas"]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from mcr_envtest._schema_proto import PROTOBUF, decode_protobuf
 from mcr_envtest.resources import BUILTINS
+from mcr_envtest.schema.protobuf import PROTOBUF, decode_protobuf
 
 from .conftest import Raw
 from .protoenc import encode

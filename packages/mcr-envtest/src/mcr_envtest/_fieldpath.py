@@ -15,7 +15,7 @@ import functools
 import json
 from typing import Any
 
-from . import _schema
+from .schema import builtin
 
 Path = tuple[str, ...]
 FieldSet = set[Path]
@@ -52,7 +52,7 @@ def sub_schema(schema: dict[str, Any] | None, key: str) -> dict[str, Any] | None
     """The schema of ``key`` inside an object schema (properties, else additionalProperties)."""
     if schema is None:
         return None
-    schema = _schema.resolve(schema)
+    schema = builtin.resolve(schema)
     props = schema.get("properties")
     if isinstance(props, dict) and isinstance(props.get(key), dict):
         return props[key]  # type: ignore[no-any-return]  # schemas are decoded JSON
@@ -64,7 +64,7 @@ def item_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     """The schema of a list's items."""
     if schema is None:
         return None
-    items = _schema.resolve(schema).get("items")
+    items = builtin.resolve(schema).get("items")
     return items if isinstance(items, dict) else None
 
 
@@ -121,7 +121,7 @@ def is_ignored(path: Path) -> bool:
 
 
 def _collect(value: Any, schema: dict[str, Any] | None, prefix: Path, out: FieldSet) -> None:
-    resolved = _schema.resolve(schema) if schema is not None else None
+    resolved = builtin.resolve(schema) if schema is not None else None
     if isinstance(value, dict):
         if (not value or (resolved or {}).get("x-kubernetes-map-type") == "atomic") and prefix:
             out.add(prefix)
@@ -243,7 +243,7 @@ def merge(current: Any, applied: Any, schema: dict[str, Any] | None) -> Any:
     """Return ``current`` with an apply configuration merged in (maps by key, keyed lists by item,
     sets by union, anything else replaced). Neither argument is modified."""
     if isinstance(applied, dict):
-        resolved = _schema.resolve(schema) if schema is not None else None
+        resolved = builtin.resolve(schema) if schema is not None else None
         if not isinstance(current, dict) or (resolved or {}).get("x-kubernetes-map-type") == "atomic":
             return copy.deepcopy(applied)
         out = copy.copy(current)
@@ -254,7 +254,7 @@ def merge(current: Any, applied: Any, schema: dict[str, Any] | None) -> Any:
                 out[k] = merge(current.get(k), v, sub_schema(schema, k))
         return out
     if isinstance(applied, list) and isinstance(current, list):
-        kind, keys = list_kind(_schema.resolve(schema) if schema is not None else None)
+        kind, keys = list_kind(builtin.resolve(schema) if schema is not None else None)
         if kind == "set":
             return list(current) + [copy.deepcopy(v) for v in applied if v not in current]
         if kind == "map":

@@ -21,8 +21,8 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from . import _fieldpath as fp
-from . import _schema
-from .openapi import crd_version_schema
+from .schema import builtin
+from .schema.structural import crd_version_schema
 
 if TYPE_CHECKING:
     from .resources import ResourceInfo
@@ -65,8 +65,8 @@ class ApplyConflict(Exception):
 def _schema_for(info: ResourceInfo) -> dict[str, Any] | None:
     if info.crd is not None:
         return crd_version_schema(info.crd, info.version)
-    if info.model is not None and _schema.model_class(info.model) is not None:
-        return _schema.model_schema(info.model)
+    if info.model is not None and builtin.model_class(info.model) is not None:
+        return builtin.model_schema(info.model)
     return None
 
 

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ._schema_rbac import AGGREGATES, DEFAULT_CLUSTER_ROLES, labels_match
+from .schema.default_roles import AGGREGATES, DEFAULT_CLUSTER_ROLES, labels_match
 
 __all__ = [
     "Authenticator",

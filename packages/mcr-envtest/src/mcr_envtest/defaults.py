@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._schema_ops import apply_defaults, prune_unknown
+from .schema.structural import apply_defaults, prune_unknown
 
 if TYPE_CHECKING:
     from .resources import ResourceInfo

@@ -14,10 +14,10 @@ import logging
 from typing import Any
 
 from . import errors
-from .handlers_write import CRD_FINALIZER, Writer
 from .resources import ResourceInfo
 from .store import Event
 from .write_rules import deep_copy
+from .writer import CRD_FINALIZER, Writer
 
 __all__ = ["Collector"]
 

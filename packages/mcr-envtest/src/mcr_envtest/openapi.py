@@ -4,7 +4,7 @@ kubectl needs them for ``create``/``apply`` with its default ``--validate=strict
 ``patch`` operation carrying the object's ``x-kubernetes-group-version-kind`` and a
 ``fieldValidation`` query parameter), for client-side ``apply`` (merge keys and patch strategies)
 and for ``explain`` (component schemas tagged with their GVK). Built-in schemas come from the
-``kubernetes`` client's models (:mod:`._schema`), custom resources' from their CRD's
+``kubernetes`` client's models (:mod:`.schema.builtin`), custom resources' from their CRD's
 ``openAPIV3Schema``.
 
 Documents are built on first request and cached per registry until the registry changes.
@@ -17,12 +17,13 @@ import hashlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from . import _schema
+from .schema import builtin
+from .schema.structural import crd_version_schema
 
 if TYPE_CHECKING:
     from .resources import Registry, ResourceInfo
 
-__all__ = ["crd_version_schema", "group_version_document", "root_document", "warm_schemas"]
+__all__ = ["group_version_document", "root_document", "warm_schemas"]
 
 _cache: weakref.WeakKeyDictionary[Any, dict[tuple[int, str, str], dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
@@ -53,10 +54,10 @@ def warm_schemas(registry: Registry) -> None:
     (``await asyncio.to_thread(warm_schemas, registry)``) right after it starts listening.
     """
     for info in registry.all():
-        if info.crd is None and info.model is not None and _schema.model_class(info.model) is not None:
-            _schema.model_closure(info.model)
-            if _schema.model_class(info.model + "List") is not None:
-                _schema.model_closure(info.model + "List")
+        if info.crd is None and info.model is not None and builtin.model_class(info.model) is not None:
+            builtin.model_closure(info.model)
+            if builtin.model_class(info.model + "List") is not None:
+                builtin.model_closure(info.model + "List")
 
 
 def root_document(registry: Registry) -> dict[str, Any]:
@@ -95,19 +96,6 @@ def group_version_document(registry: Registry, group: str, version: str) -> dict
     return doc
 
 
-def crd_version_schema(crd: dict[str, Any], version: str) -> dict[str, Any] | None:
-    """Return the ``openAPIV3Schema`` of one version of a CRD, or None when it declares none."""
-    spec = crd.get("spec") or {}
-    for v in spec.get("versions") or []:
-        if v.get("name") == version:
-            schema = (v.get("schema") or {}).get("openAPIV3Schema")
-            if isinstance(schema, dict):
-                return schema
-            top = (spec.get("validation") or {}).get("openAPIV3Schema")
-            return top if isinstance(top, dict) else None
-    return None
-
-
 def _crd_definition_name(info: ResourceInfo, kind: str) -> str:
     rev = ".".join(reversed(info.group.split("."))) if info.group else "core"
     return f"{rev}.{info.version}.{kind}"
@@ -121,19 +109,19 @@ def _build(registry: Registry, group: str, version: str, infos: list[ResourceInf
     schemas: dict[str, Any] = {}
     paths: dict[str, Any] = {}
     for info in sorted(infos, key=lambda i: i.plural):
-        if info.crd is None and info.model is not None and _schema.model_class(info.model) is not None:
-            closure = _schema.model_closure(info.model)
+        if info.crd is None and info.model is not None and builtin.model_class(info.model) is not None:
+            closure = builtin.model_closure(info.model)
             for name, sch in closure.items():
                 schemas.setdefault(name, sch)
-            kind_def = _schema.definition_name(info.model)
+            kind_def = builtin.definition_name(info.model)
             schemas[kind_def] = {
                 **schemas[kind_def],
                 "x-kubernetes-group-version-kind": _gvk_ext(info, info.kind),
             }
             list_model = info.model + "List"
-            if _schema.model_class(list_model) is not None:
-                list_def = _schema.definition_name(list_model)
-                for name, sch in _schema.model_closure(list_model).items():
+            if builtin.model_class(list_model) is not None:
+                list_def = builtin.definition_name(list_model)
+                for name, sch in builtin.model_closure(list_model).items():
                     schemas.setdefault(name, sch)
                 schemas[list_def] = {
                     **schemas[list_def],
@@ -153,9 +141,9 @@ def _build(registry: Registry, group: str, version: str, infos: list[ResourceInf
 
 
 def _custom_schemas(info: ResourceInfo, schemas: dict[str, Any]) -> tuple[str, str]:
-    for name, sch in _schema.model_closure(_OBJECT_META).items():
+    for name, sch in builtin.model_closure(_OBJECT_META).items():
         schemas.setdefault(name, sch)
-    for name, sch in _schema.model_closure("V1ListMeta").items():
+    for name, sch in builtin.model_closure("V1ListMeta").items():
         schemas.setdefault(name, sch)
     declared = crd_version_schema(info.crd or {}, info.version)
     schema: dict[str, Any] = (
@@ -174,7 +162,7 @@ def _custom_schemas(info: ResourceInfo, schemas: dict[str, Any]) -> tuple[str, s
         "description": "Kind is a string value representing the REST resource.",
     }
     props["metadata"] = {
-        "allOf": [{"$ref": _schema.REF_PREFIX + _schema.definition_name(_OBJECT_META)}],
+        "allOf": [{"$ref": builtin.REF_PREFIX + builtin.definition_name(_OBJECT_META)}],
         "description": "Standard object's metadata.",
     }
     schema["x-kubernetes-group-version-kind"] = _gvk_ext(info, info.kind)
@@ -189,8 +177,8 @@ def _custom_schemas(info: ResourceInfo, schemas: dict[str, Any]) -> tuple[str, s
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
-            "items": {"type": "array", "items": {"$ref": _schema.REF_PREFIX + kind_def}},
-            "metadata": {"allOf": [{"$ref": _schema.REF_PREFIX + _schema.definition_name("V1ListMeta")}]},
+            "items": {"type": "array", "items": {"$ref": builtin.REF_PREFIX + kind_def}},
+            "metadata": {"allOf": [{"$ref": builtin.REF_PREFIX + builtin.definition_name("V1ListMeta")}]},
         },
         "x-kubernetes-group-version-kind": _gvk_ext(info, list_kind),
     }
@@ -245,7 +233,7 @@ _LIST_PARAMS = [
 
 
 def _response(ref: str, *codes: str) -> dict[str, Any]:
-    content = {"application/json": {"schema": {"$ref": _schema.REF_PREFIX + ref}}}
+    content = {"application/json": {"schema": {"$ref": builtin.REF_PREFIX + ref}}}
     return {code: {"description": "OK" if code == "200" else "Created", "content": content} for code in codes}
 
 
@@ -274,7 +262,7 @@ def _paths(info: ResourceInfo, kind_def: str, list_def: str) -> dict[str, Any]:
             **extra,
         }
 
-    body = {"content": {"*/*": {"schema": {"$ref": _schema.REF_PREFIX + kind_def}}}, "required": True}
+    body = {"content": {"*/*": {"schema": {"$ref": builtin.REF_PREFIX + kind_def}}}, "required": True}
     patch_types = [
         "application/json-patch+json",
         "application/merge-patch+json",

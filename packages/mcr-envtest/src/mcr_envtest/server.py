@@ -28,11 +28,11 @@ from . import bootstrap, certs, kubeconfig, persist
 from .auth import Authenticator, Authorizer, UserInfo
 from .faults import Faults
 from .gc import Collector
-from .handlers import Api
-from .handlers_write import IMMORTAL_NAMESPACES, Writer
+from .http.routes import Api
 from .real import ControlPlane, RealModeError, Spec, assets_dir, check_options, default_pool
 from .resources import Registry
 from .store import Store
+from .writer import IMMORTAL_NAMESPACES, Writer
 
 __all__ = ["Server", "ServerThread"]
 

@@ -6,7 +6,7 @@ merge`` are merged: lists of objects by their ``x-kubernetes-patch-merge-key`` (
 (finalizers). Directives: ``$patch: replace|delete|merge`` (in maps and as list elements),
 ``$retainKeys``, ``$deleteFromPrimitiveList/<field>`` and ``$setElementOrder/<field>``.
 
-Patch metadata comes from the same schemas as the OpenAPI documents (:mod:`._schema`); a kind
+Patch metadata comes from the same schemas as the OpenAPI documents (:mod:`.schema.builtin`); a kind
 without a schema (custom resources) merges like a JSON merge patch with lists replaced.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from . import _schema
 from ._fieldpath import item_schema as _items
 from ._fieldpath import sub_schema
+from .schema import builtin
 
 if TYPE_CHECKING:
     from .resources import ResourceInfo
@@ -40,8 +40,8 @@ def strategic_merge(info: ResourceInfo, original: dict[str, Any], patch: dict[st
     if not isinstance(patch, dict):
         raise ValueError("a strategic merge patch must be a JSON object")
     schema: dict[str, Any] | None = None
-    if info.crd is None and info.model is not None and _schema.model_class(info.model) is not None:
-        schema = _schema.model_schema(info.model)
+    if info.crd is None and info.model is not None and builtin.model_class(info.model) is not None:
+        schema = builtin.model_schema(info.model)
     result = _merge_map(original if isinstance(original, dict) else {}, patch, schema, "")
     if result is _DELETE:
         raise ValueError('"$patch": "delete" may not delete the whole object')

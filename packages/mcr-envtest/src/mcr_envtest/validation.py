@@ -3,7 +3,7 @@
 Every write is checked here before it is stored (F11, F32): one stored object missing a field the
 official Python client's models require would break every later list, watch and informer of that
 kind. Built-ins are checked against the schemas derived from the ``kubernetes`` models
-(:mod:`._schema`), custom resources against their CRD's ``openAPIV3Schema``.
+(:mod:`.schema.builtin`), custom resources against their CRD's ``openAPIV3Schema``.
 
 A cause is ``{"type": T, "reason": T, "message": M, "field": F}``: ``reason`` is the key
 upstream's ``StatusCause`` uses on the wire, ``type`` the key the server core reads.
@@ -15,9 +15,9 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 
-from . import _builtin_rules, _schema
-from ._schema_ops import apply_defaults, prune_unknown
-from .openapi import crd_version_schema
+from . import _builtin_rules
+from .schema import builtin
+from .schema.structural import apply_defaults, crd_version_schema, prune_unknown
 
 if TYPE_CHECKING:
     from .resources import Registry, ResourceInfo
@@ -279,8 +279,8 @@ def _data_size_causes(info: ResourceInfo, obj: dict[str, Any]) -> list[dict[str,
 def _schema_for(info: ResourceInfo) -> dict[str, Any] | None:
     if info.crd is not None:
         return crd_version_schema(info.crd, info.version)
-    if info.model is not None and _schema.model_class(info.model) is not None:
-        return _schema.model_schema(info.model)
+    if info.model is not None and builtin.model_class(info.model) is not None:
+        return builtin.model_schema(info.model)
     return None
 
 
@@ -308,7 +308,7 @@ def _type_ok(expected: str, value: Any, *, custom: bool) -> bool:
 def _walk(
     schema: dict[str, Any], value: Any, path: str, causes: list[dict[str, Any]], *, custom: bool
 ) -> None:
-    schema = _schema.resolve(schema)
+    schema = builtin.resolve(schema)
     if value is None:
         if custom and not schema.get("nullable") and schema.get("type"):
             causes.append(_invalid("null", f'{path} in body must be of type {schema["type"]}: "null"', path))
@@ -465,7 +465,7 @@ def unknown_fields(info: ResourceInfo, obj: dict[str, Any]) -> list[str]:
 
 
 def _unknown(schema: dict[str, Any], value: Any, path: str, out: list[str], *, top: bool = False) -> None:
-    schema = _schema.resolve(schema)
+    schema = builtin.resolve(schema)
     free = schema.get("x-kubernetes-preserve-unknown-fields") or schema.get("x-kubernetes-int-or-string")
     if free and not isinstance(schema.get("properties"), dict):
         return
@@ -474,7 +474,7 @@ def _unknown(schema: dict[str, Any], value: Any, path: str, out: list[str], *, t
         addl = schema.get("additionalProperties")
         for key, sub in value.items():
             if top and key == "metadata":
-                _unknown(_schema.model_schema("V1ObjectMeta"), sub, ".metadata", out)
+                _unknown(builtin.model_schema("V1ObjectMeta"), sub, ".metadata", out)
                 continue
             if isinstance(props, dict) and isinstance(props.get(key), dict):
                 _unknown(props[key], sub, f"{path}.{key}", out)

@@ -3,18 +3,17 @@ body's type check, ``dryRun``, ``fieldManager``, ``fieldValidation`` and merge p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import yaml
 from aiohttp import web
 
-from . import _schema_proto, errors, validation
-from .handlers import Ctx
-from .resources import ResourceInfo
+from mcr_envtest import errors, validation
+from mcr_envtest.resources import ResourceInfo
+from mcr_envtest.schema import protobuf
 
-if TYPE_CHECKING:
-    from .handlers import Api
+from .context import Backend, Ctx
 
 __all__ = [
     "APPLY",
@@ -71,10 +70,10 @@ def decode(data: bytes, ctype: str) -> Any:
 
 async def object_body(ctx: Ctx) -> dict[str, Any]:
     ctype = content_type(ctx)
-    if ctype == _schema_proto.PROTOBUF:
+    if ctype == protobuf.PROTOBUF:
         data = await read_body(ctx)
         try:
-            body = _schema_proto.decode_protobuf(data)
+            body = protobuf.decode_protobuf(data)
         except ValueError as exc:
             raise errors.bad_request(
                 f"the object provided is unrecognized (must be of type {ctx.info.kind}): {exc} "
@@ -184,7 +183,7 @@ def warn(resp: web.StreamResponse, warnings: list[str]) -> web.StreamResponse:
     return resp
 
 
-def storage_info(api: Api, info: ResourceInfo) -> ResourceInfo:
+def storage_info(api: Backend, info: ResourceInfo) -> ResourceInfo:
     return api.registry.storage_info(info.group, info.plural) or info
 
 

@@ -1,9 +1,9 @@
-"""HTTP layer: URL parsing, content negotiation, authn/authz, faults, errors → Status.
+"""Routing: URL parsing, content negotiation, authn/authz, faults, errors → Status.
 
 One catch-all aiohttp route hands every request to :meth:`Api.dispatch`, which parses the
 Kubernetes URL layout (F1), applies injected faults, authenticates and authorizes, then calls the
-verb handlers in :mod:`.handlers_read` (get, list, watch) and :mod:`.handlers_resource` (create,
-update, patch, delete, subresources). Any :class:`~mcr_envtest.errors.StatusError` becomes a
+verb handlers in :mod:`.read` (get, list), :mod:`.watch` and :mod:`.write` (create, update,
+patch, delete, subresources). Any :class:`~mcr_envtest.errors.StatusError` becomes a
 Status response; any other exception becomes a 500 Status (the server never crashes on input).
 """
 
@@ -12,97 +12,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from . import discovery, errors, openapi
-from .auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
-from .faults import Faults, LoggedRequest
-from .impersonation import impersonate
-from .resources import Registry, ResourceInfo
+from mcr_envtest import discovery, errors, openapi
+from mcr_envtest.auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
+from mcr_envtest.faults import Faults, LoggedRequest
+from mcr_envtest.impersonation import impersonate
+from mcr_envtest.resources import Registry
+
+from . import read, watch, write
+from .context import Ctx, json_response, status_response
+from .render import negotiate
 
 if TYPE_CHECKING:
-    from .handlers_write import Writer
-    from .store import Store
+    from mcr_envtest.store import Store
+    from mcr_envtest.writer import Writer
 
-__all__ = ["Api", "Ctx", "json_response"]
+__all__ = ["Api"]
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = errors.MAX_REQUEST_BODY_BYTES
-JSON = "application/json"
 NON_RESOURCE_PUBLIC = ("/healthz", "/livez", "/readyz", "/version")
-
-
-def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    """A JSON response (``obj`` may be pre-encoded bytes), newline-terminated as upstream's
-    encoder writes every body."""
-    body = obj if isinstance(obj, bytes) else orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
-    if not body.endswith(b"\n"):
-        body += b"\n"
-    return web.Response(body=body, status=status, content_type=JSON, headers=headers)
-
-
-def status_response(exc: errors.StatusError) -> web.Response:
-    """The Status of ``exc`` encoded byte for byte as kube-apiserver does."""
-    if isinstance(exc, errors.PageNotFound):
-        return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
-    return web.Response(
-        body=errors.encode_status(exc.status), status=exc.code, content_type=JSON, headers=dict(exc.headers)
-    )
-
-
-@dataclass
-class Ctx:
-    """A parsed resource request."""
-
-    request: web.Request
-    info: ResourceInfo
-    namespace: str  # "" for cluster scope or "all namespaces"
-    name: str
-    subresource: str
-    verb: str
-    user: UserInfo
-    all_namespaces: bool = False
-    output: str = "json"  # json | table | pom | yaml
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def query(self) -> Any:
-        return self.request.query
-
-
-def negotiate(accept: str) -> str:
-    """The representation to answer with: ``json``, ``table``, ``pom`` (PartialObjectMetadata),
-    ``yaml``; raises 406 when nothing in Accept can be served."""
-    if not accept:
-        return "json"
-    for part in accept.split(","):
-        items = [p.strip() for p in part.split(";")]
-        mt = items[0].lower()
-        params = dict(p.split("=", 1) for p in items[1:] if "=" in p)
-        as_ = params.get("as")
-        if mt in ("application/json", "*/*", "application/*", "application/json-seq"):
-            if as_ is None:
-                return "json"
-            if as_ == "Table" and params.get("g") == "meta.k8s.io":
-                return "table"
-            if (
-                as_ in ("PartialObjectMetadata", "PartialObjectMetadataList")
-                and params.get("g") == "meta.k8s.io"
-            ):
-                return "pom"
-            continue
-        if mt in ("application/yaml", "text/yaml"):
-            return "yaml"
-    raise errors.StatusError(
-        406,
-        "NotAcceptable",
-        "only the following media types are accepted: application/json, application/yaml",
-    )
 
 
 class Api:
@@ -199,14 +133,12 @@ class Api:
         if ctx is None:
             return await self._non_resource(request, segs, user), user.name
         self._authorize(ctx)
-        from . import handlers_read, handlers_resource, handlers_watch
-
         if ctx.verb == "watch" and not ctx.subresource:
-            resp = await handlers_watch.handle(self, ctx)
+            resp = await watch.handle(self, ctx)
         elif ctx.verb in ("get", "list") and not ctx.subresource:
-            resp = await handlers_read.handle(self, ctx)
+            resp = await read.handle(self, ctx)
         else:
-            resp = await handlers_resource.handle(self, ctx)
+            resp = await write.handle(self, ctx)
         return resp, user.name
 
     def _injected_failure(self, status: int, retry_after: float | None, text: bool) -> web.Response:

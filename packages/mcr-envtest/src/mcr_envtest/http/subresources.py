@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jsonpatch
 from aiohttp import web
 
-from . import errors, reviews
-from .handlers import Ctx, json_response
-from .handlers_read import render_object
-from .request_body import (
+from mcr_envtest import errors, reviews
+from mcr_envtest.resources import ResourceInfo
+from mcr_envtest.write_rules import deep_copy
+
+from .body import (
     JSON_PATCH,
     content_type,
     decode,
@@ -22,16 +23,13 @@ from .request_body import (
     read_body,
     storage_info,
 )
-from .resources import ResourceInfo
-from .write_rules import deep_copy
-
-if TYPE_CHECKING:
-    from .handlers import Api
+from .context import Backend, Ctx, json_response
+from .render import render_object
 
 __all__ = ["finalize", "review", "scale", "token"]
 
 
-def _get_or_404(api: Api, ctx: Ctx) -> dict[str, Any]:
+def _get_or_404(api: Backend, ctx: Ctx) -> dict[str, Any]:
     obj = api.store.get(ctx.info.group, ctx.info.plural, ctx.namespace, ctx.name)
     if obj is None:
         raise errors.not_found(ctx.info, ctx.name)
@@ -85,7 +83,7 @@ def _scale_of(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def scale(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def scale(api: Backend, ctx: Ctx) -> web.StreamResponse:
     info = storage_info(api, ctx.info)
     obj = _get_or_404(api, ctx)
     if ctx.verb == "get":
@@ -127,7 +125,7 @@ async def scale(api: Api, ctx: Ctx) -> web.StreamResponse:
     return json_response(_scale_of(info, out))
 
 
-async def finalize(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def finalize(api: Backend, ctx: Ctx) -> web.StreamResponse:
     if ctx.verb != "update":
         raise errors.method_not_allowed()
     body = await object_body(ctx)
@@ -140,7 +138,7 @@ async def finalize(api: Api, ctx: Ctx) -> web.StreamResponse:
     return render_object(ctx, new)
 
 
-async def token(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def token(api: Backend, ctx: Ctx) -> web.StreamResponse:
     if ctx.verb != "create":
         raise errors.method_not_allowed()
     body = await object_body(ctx)
@@ -151,7 +149,7 @@ async def token(api: Api, ctx: Ctx) -> web.StreamResponse:
     return json_response(out, 201)
 
 
-async def review(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def review(api: Backend, ctx: Ctx) -> web.StreamResponse:
     if ctx.verb != "create":
         raise errors.method_not_allowed()
     body = await object_body(ctx)

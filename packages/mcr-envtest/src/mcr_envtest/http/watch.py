@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from aiohttp import web
 
-from . import errors, table
-from .faults import WatchFault
-from .handlers import JSON, Ctx
-from .handlers_read import _convert, _include, _needs_convert, _pom, parse_rv, request_selector
-from .selectors import Selector
-from .store import Event
+from mcr_envtest import errors, table
+from mcr_envtest.faults import WatchFault
+from mcr_envtest.selectors import Selector
+from mcr_envtest.store import Event
 
-if TYPE_CHECKING:
-    from .handlers import Api
+from .context import JSON, Backend, Ctx
+from .read import parse_rv, request_selector
+from .render import convert, include_object, needs_convert, partial_metadata
 
 __all__ = ["handle"]
 
@@ -38,8 +37,8 @@ class _Renderer:
     def __init__(self, ctx: Ctx) -> None:
         self.ctx = ctx
         self.first = True
-        self.plain = ctx.output == "json" and not _needs_convert(ctx)
-        self.include = _include(ctx) if ctx.output == "table" else "Metadata"
+        self.plain = ctx.output == "json" and not needs_convert(ctx)
+        self.include = include_object(ctx) if ctx.output == "table" else "Metadata"
 
     def obj(self, etype: str, obj: dict[str, Any], raw: bytes | None = None) -> bytes:
         ctx = self.ctx
@@ -47,13 +46,13 @@ class _Renderer:
             return _event_line(etype, raw)
         if ctx.output == "table":
             out = table.table_event_object(
-                ctx.info, _convert(ctx, obj), include_object=self.include, first=self.first
+                ctx.info, convert(ctx, obj), include_object=self.include, first=self.first
             )
             self.first = False
         elif ctx.output == "pom":
-            out = _pom(obj)
+            out = partial_metadata(obj)
         else:
-            out = _convert(ctx, obj)
+            out = convert(ctx, obj)
         return _event_line(etype, orjson.dumps(out))
 
     def event(self, ev: Event) -> bytes:
@@ -92,7 +91,7 @@ def _transition(ev: Event, sel: Selector, r: _Renderer) -> bytes | None:
     return None
 
 
-async def handle(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
     """Answer a watch request with a chunked stream of JSON lines."""
     q = ctx.query
     info = ctx.info
@@ -246,7 +245,7 @@ async def _end_with(resp: web.StreamResponse, transport: Any, fault: WatchFault)
 
 
 async def _stream(
-    api: Api,
+    api: Backend,
     ctx: Ctx,
     resp: web.StreamResponse,
     watcher: Any,

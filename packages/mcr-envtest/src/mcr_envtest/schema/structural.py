@@ -1,4 +1,5 @@
-"""Schema-driven rewrites of custom resources: pruning unknown fields and structural defaulting.
+"""A CRD version's schema and the rewrites it drives: pruning unknown fields and structural
+defaulting of custom resources.
 
 Upstream's apiextensions server drops every field a CRD's structural schema does not declare
 (unless ``x-kubernetes-preserve-unknown-fields`` keeps it) and fills in ``default`` values for
@@ -11,15 +12,27 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from . import _schema
-from .openapi import crd_version_schema
+from . import builtin
 
 if TYPE_CHECKING:
-    from .resources import ResourceInfo
+    from mcr_envtest.resources import ResourceInfo
 
-__all__ = ["apply_defaults", "prune_unknown"]
+__all__ = ["apply_defaults", "crd_version_schema", "prune_unknown", "undeclared_field"]
 
 _ENVELOPE = ("apiVersion", "kind", "metadata")
+
+
+def crd_version_schema(crd: dict[str, Any], version: str) -> dict[str, Any] | None:
+    """Return the ``openAPIV3Schema`` of one version of a CRD, or None when it declares none."""
+    spec = crd.get("spec") or {}
+    for v in spec.get("versions") or []:
+        if v.get("name") == version:
+            schema = (v.get("schema") or {}).get("openAPIV3Schema")
+            if isinstance(schema, dict):
+                return schema
+            top = (spec.get("validation") or {}).get("openAPIV3Schema")
+            return top if isinstance(top, dict) else None
+    return None
 
 
 def _crd_schema(info: ResourceInfo) -> dict[str, Any] | None:
@@ -53,7 +66,7 @@ def undeclared_field(info: ResourceInfo, obj: dict[str, Any]) -> str | None:
 
 
 def _undeclared(schema: dict[str, Any], value: Any, path: str) -> str | None:
-    schema = _schema.resolve(schema)
+    schema = builtin.resolve(schema)
     if isinstance(value, dict):
         props = schema.get("properties")
         addl = schema.get("additionalProperties")
@@ -78,7 +91,7 @@ def _undeclared(schema: dict[str, Any], value: Any, path: str) -> str | None:
 
 
 def _prune(schema: dict[str, Any], value: Any) -> Any:
-    schema = _schema.resolve(schema)
+    schema = builtin.resolve(schema)
     if isinstance(value, dict):
         props = schema.get("properties")
         addl = schema.get("additionalProperties")
@@ -110,7 +123,7 @@ def apply_defaults(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _default(schema: dict[str, Any], value: Any, *, top: bool = False) -> None:
-    schema = _schema.resolve(schema)
+    schema = builtin.resolve(schema)
     if isinstance(value, dict):
         props = schema.get("properties")
         if isinstance(props, dict):

@@ -1,5 +1,5 @@
-"""Read verbs: get and list (pagination, resourceVersion semantics), and the helpers the watch
-handler shares (representations, selectors, resourceVersion parsing)."""
+"""Read verbs: get and list (pagination, resourceVersion semantics), and the request parsing the
+watch handler shares (selectors, resourceVersion)."""
 
 from __future__ import annotations
 
@@ -7,77 +7,24 @@ import asyncio
 import bisect
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import yaml
 from aiohttp import web
 
-from . import errors, table
-from .handlers import Ctx, json_response
-from .selectors import Selector, parse_field_selector, parse_label_selector
-from .store import ListSnapshot, decode_continue, encode_continue
+from mcr_envtest import errors, table
+from mcr_envtest.selectors import Selector, parse_field_selector, parse_label_selector
+from mcr_envtest.store import ListSnapshot, decode_continue, encode_continue
 
-if TYPE_CHECKING:
-    from .handlers import Api
+from .context import Backend, Ctx, json_response
+from .render import convert, include_object, needs_convert, partial_metadata, render_object
 
-__all__ = ["handle", "parse_rv", "render_object", "request_selector"]
-
-
-def _convert(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
-    """The object as served at the request's version (None conversion for CRDs)."""
-    if obj.get("apiVersion") != ctx.info.api_version:
-        obj = dict(obj)
-        obj["apiVersion"] = ctx.info.api_version
-    return obj
+__all__ = ["handle", "parse_rv", "request_selector"]
 
 
-def _needs_convert(ctx: Ctx) -> bool:
-    return not ctx.info.storage_version
-
-
-def _pom(obj: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": obj.get("metadata", {}),
-    }
-
-
-def render_object(ctx: Ctx, obj: dict[str, Any], status: int = 200, raw: bytes | None = None) -> web.Response:
-    """One object in the negotiated representation."""
-    if ctx.output == "table":
-        rv = obj.get("metadata", {}).get("resourceVersion", "")
-        return json_response(
-            table.to_table(
-                ctx.info,
-                [_convert(ctx, obj)],
-                include_object=_include(ctx),
-                resource_version=rv,
-                continue_token=None,
-            ),
-            status,
-        )
-    if ctx.output == "pom":
-        return json_response(_pom(obj), status)
-    if ctx.output == "yaml":
-        return web.Response(
-            text=yaml.safe_dump(_convert(ctx, obj)), status=status, content_type="application/yaml"
-        )
-    if raw is not None and not _needs_convert(ctx):
-        return json_response(raw, status)
-    return json_response(_convert(ctx, obj), status)
-
-
-def _include(ctx: Ctx) -> str:
-    v = ctx.query.get("includeObject", "Metadata") or "Metadata"
-    if v not in ("None", "Metadata", "Object"):
-        raise errors.bad_request(f'includeObject: Unsupported value: "{v}"')
-    return v
-
-
-async def handle(api: Api, ctx: Ctx) -> web.StreamResponse:
-    """Answer a get or list (watches are :mod:`.handlers_watch`'s)."""
+async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
+    """Answer a get or list (watches are :mod:`.watch`'s)."""
     if ctx.verb == "get":
         return await _get(api, ctx)
     return await _list(api, ctx)
@@ -94,7 +41,7 @@ def parse_rv(value: str, *, listing: bool = False) -> int:
     raise errors.StatusError(500, "", why)
 
 
-async def _wait_for_rv(api: Api, rv: int) -> None:
+async def _wait_for_rv(api: Backend, rv: int) -> None:
     """Wait (briefly) for the store to reach ``rv``; 504 ResourceVersionTooLarge otherwise."""
     deadline = time.monotonic() + 1.0
     while api.store.rv < rv:
@@ -118,7 +65,7 @@ async def _wait_for_rv(api: Api, rv: int) -> None:
         await asyncio.sleep(0.02)
 
 
-async def _get(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def _get(api: Backend, ctx: Ctx) -> web.StreamResponse:
     rv = ctx.query.get("resourceVersion", "")
     if rv and rv != "0":
         await _wait_for_rv(api, parse_rv(rv))
@@ -158,7 +105,7 @@ def _match(entries: Iterable[tuple[dict[str, Any], bytes | None]], sel: Selector
     return ListSnapshot(keys, out)
 
 
-async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
     q = ctx.query
     info = ctx.info
     store = api.store
@@ -289,8 +236,8 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
         return json_response(
             table.to_table(
                 info,
-                [_convert(ctx, o) for o, _ in matched],
-                include_object=_include(ctx),
+                [convert(ctx, o) for o, _ in matched],
+                include_object=include_object(ctx),
                 resource_version=rv_s,
                 continue_token=next_token,
             )
@@ -305,7 +252,7 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": "meta.k8s.io/v1",
                 "metadata": meta_out,
-                "items": [_pom(o) for o, _ in matched],
+                "items": [partial_metadata(o) for o, _ in matched],
             }
         )
     if ctx.output == "yaml":
@@ -313,11 +260,11 @@ async def _list(api: Api, ctx: Ctx) -> web.StreamResponse:
             "kind": info.list_kind,
             "apiVersion": info.api_version,
             "metadata": meta_out,
-            "items": [_convert(ctx, o) for o, _ in matched],
+            "items": [convert(ctx, o) for o, _ in matched],
         }
         return web.Response(text=yaml.safe_dump(doc), content_type="application/yaml")
-    conv = _needs_convert(ctx)
-    parts = [orjson.dumps(_convert(ctx, o)) if (raw is None or conv) else raw for o, raw in matched]
+    conv = needs_convert(ctx)
+    parts = [orjson.dumps(convert(ctx, o)) if (raw is None or conv) else raw for o, raw in matched]
     body = (
         b'{"kind":'
         + orjson.dumps(info.list_kind)

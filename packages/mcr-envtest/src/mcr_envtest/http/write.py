@@ -3,17 +3,20 @@ deletecollection and the subresources (status, scale, token, finalize, access re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jsonpatch
 from aiohttp import web
 
-from . import apply as applymod
-from . import errors, handlers_subresources, strategic
-from ._schema_ops import undeclared_field
-from .handlers import Ctx, json_response
-from .handlers_read import render_object
-from .request_body import (
+from mcr_envtest import apply as applymod
+from mcr_envtest import errors, strategic
+from mcr_envtest.resources import ResourceInfo
+from mcr_envtest.schema.structural import undeclared_field
+from mcr_envtest.selectors import parse_field_selector, parse_label_selector
+from mcr_envtest.write_rules import deep_copy, now_rfc3339
+
+from . import subresources
+from .body import (
     APPLY,
     JSON_PATCH,
     MERGE_PATCH,
@@ -31,12 +34,8 @@ from .request_body import (
     storage_info,
     warn,
 )
-from .resources import ResourceInfo
-from .selectors import parse_field_selector, parse_label_selector
-from .write_rules import deep_copy, now_rfc3339
-
-if TYPE_CHECKING:
-    from .handlers import Api
+from .context import Backend, Ctx, json_response
+from .render import render_object
 
 __all__ = ["handle"]
 
@@ -55,17 +54,17 @@ RETURNS_DELETED_OBJECT = frozenset(
 )
 
 
-async def handle(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
     info = ctx.info
     if info.plural in REVIEWS:
-        return await handlers_subresources.review(api, ctx)
+        return await subresources.review(api, ctx)
     sub = ctx.subresource
     if sub == "token":
-        return await handlers_subresources.token(api, ctx)
+        return await subresources.token(api, ctx)
     if sub == "scale":
-        return await handlers_subresources.scale(api, ctx)
+        return await subresources.scale(api, ctx)
     if sub == "finalize":
-        return await handlers_subresources.finalize(api, ctx)
+        return await subresources.finalize(api, ctx)
     if ctx.verb == "get":  # /status GET
         obj = api.store.get(info.group, info.plural, ctx.namespace, ctx.name)
         if obj is None:
@@ -99,7 +98,7 @@ def _reject_force(ctx: Ctx) -> None:
         )
 
 
-async def _create(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def _create(api: Backend, ctx: Ctx) -> web.StreamResponse:
     body = await object_body(ctx)
     _reject_force(ctx)
     dry = dry_run(ctx)
@@ -110,7 +109,7 @@ async def _create(api: Api, ctx: Ctx) -> web.StreamResponse:
     return warn(render_object(ctx, obj, 201), warnings)
 
 
-async def _update(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def _update(api: Backend, ctx: Ctx) -> web.StreamResponse:
     body = await object_body(ctx)
     dry = dry_run(ctx)
     warnings = field_validation(ctx, ctx.info, body)
@@ -126,7 +125,7 @@ async def _update(api: Api, ctx: Ctx) -> web.StreamResponse:
     return warn(render_object(ctx, obj), warnings)
 
 
-async def _patch(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
     info = storage_info(api, ctx.info)
     ctype = content_type(ctx)
     accepted = [JSON_PATCH, MERGE_PATCH, APPLY] if info.is_custom else [JSON_PATCH, MERGE_PATCH, SMP, APPLY]
@@ -195,7 +194,7 @@ async def _patch(api: Api, ctx: Ctx) -> web.StreamResponse:
 
 
 async def _apply(
-    api: Api, ctx: Ctx, info: ResourceInfo, current: dict[str, Any] | None, patch: Any, dry: bool
+    api: Backend, ctx: Ctx, info: ResourceInfo, current: dict[str, Any] | None, patch: Any, dry: bool
 ) -> web.StreamResponse:
     fm = ctx.query.get("fieldManager")
     if not fm:
@@ -309,7 +308,7 @@ def _success(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
 
-async def _delete(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def _delete(api: Backend, ctx: Ctx) -> web.StreamResponse:
     info = storage_info(api, ctx.info)
     opts = await _delete_options(ctx)
     dry = dry_run(ctx) or bool(opts.get("dryRun"))
@@ -321,7 +320,7 @@ async def _delete(api: Api, ctx: Ctx) -> web.StreamResponse:
     return render_object(ctx, obj)
 
 
-async def _delete_collection(api: Api, ctx: Ctx) -> web.StreamResponse:
+async def _delete_collection(api: Backend, ctx: Ctx) -> web.StreamResponse:
     info = storage_info(api, ctx.info)
     opts = await _delete_options(ctx)
     dry = dry_run(ctx) or bool(opts.get("dryRun"))
