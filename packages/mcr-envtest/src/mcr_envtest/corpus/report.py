@@ -1,0 +1,154 @@
+"""The allow-list of accepted differences, and the report of a corpus run.
+
+``allowlist.yaml`` has two lists of entries, each ``{sequence, step, path, reason}``:
+``allowed`` (differences that are acceptable for good, with the reason why) and ``being_fixed``
+(known faults of mcr-envtest that are being fixed; the list is meant to become empty).
+``sequence`` and ``step`` are shell-style patterns (``*`` matches all); ``path`` is a pointer
+prefix: the entry covers a difference at that pointer or below it (``<status>`` and
+``<content-type>`` name those two; no ``path`` covers the whole step).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from .compare import Difference
+from .model import CorpusError, Sequence
+from .runner import Outcome
+
+__all__ = ["ALLOWLIST", "Allowance", "Report", "load_allowlist"]
+
+ALLOWLIST = Path(__file__).parent / "allowlist.yaml"
+
+
+@dataclass(frozen=True)
+class Allowance:
+    sequence: str
+    step: str
+    path: str | None
+    reason: str
+    being_fixed: bool
+
+    def covers(self, sequence: str, step: str, diff: Difference) -> bool:
+        if not fnmatch.fnmatchcase(sequence, self.sequence) or not fnmatch.fnmatchcase(step, self.step):
+            return False
+        if self.path is None:
+            return True
+        return diff.path == self.path or diff.path.startswith(self.path.rstrip("/") + "/")
+
+    def __str__(self) -> str:
+        where = f"{self.sequence}/{self.step}" + (f" {self.path}" if self.path else "")
+        return f"{where}: {self.reason}"
+
+
+def load_allowlist(path: Path = ALLOWLIST) -> list[Allowance]:
+    """The entries of an allow-list file; :class:`CorpusError` names a malformed entry."""
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise CorpusError(f"{path}: cannot read the allow-list: {err}") from None
+    if not isinstance(raw, dict) or set(raw) - {"allowed", "being_fixed"}:
+        raise CorpusError(f"{path}: the allow-list holds the lists 'allowed' and 'being_fixed'")
+    out = []
+    for section in ("allowed", "being_fixed"):
+        for i, entry in enumerate(raw.get(section) or []):
+            if not isinstance(entry, dict) or set(entry) - {"sequence", "step", "path", "reason"}:
+                raise CorpusError(f"{path}: {section}[{i}] takes sequence, step, path, reason")
+            if not str(entry.get("reason", "")).strip():
+                raise CorpusError(f"{path}: {section}[{i}] needs a reason")
+            out.append(
+                Allowance(
+                    str(entry.get("sequence", "*")),
+                    str(entry.get("step", "*")),
+                    entry.get("path"),
+                    " ".join(str(entry["reason"]).split()),
+                    section == "being_fixed",
+                )
+            )
+    return out
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value, default=repr).decode()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class Report:
+    """The outcome of a corpus run judged against an allow-list."""
+
+    outcomes: list[Outcome]
+    allowlist: list[Allowance]
+    failures: list[tuple[str, str, Difference]] = field(default_factory=list)
+    allowed: Counter[Allowance] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        for out in self.outcomes:
+            for step, diffs in out.differences.items():
+                for d in diffs:
+                    entry = next((e for e in self.allowlist if e.covers(out.sequence.name, step, d)), None)
+                    if entry is None:
+                        self.failures.append((out.sequence.name, step, d))
+                    else:
+                        self.allowed[entry] += 1
+
+    @property
+    def ok(self) -> bool:
+        """No difference outside the allow-list."""
+        return not self.failures
+
+    @property
+    def sequences(self) -> list[Sequence]:
+        return [o.sequence for o in self.outcomes]
+
+    def format(self) -> str:
+        """A plain-text report: totals, each difference outside the allow-list, the allow-list
+        entries that matched (and those that matched nothing), and the slowest sequences."""
+        exchanges = sum(s.exchanges for s in self.sequences)
+        compared = any(o.reference is not None for o in self.outcomes)
+        lines = [
+            f"corpus: {len(self.outcomes)} sequences, {exchanges} exchanges",
+        ]
+        if not compared:
+            lines.append("no reference server: the answers' status codes per sequence")
+            for o in self.outcomes:
+                codes = Counter(a.status for a in o.against.answers.values())
+                summary = ", ".join(f"{c} x{n}" for c, n in sorted(codes.items()))
+                lines.append(f"  {o.sequence.name} ({o.against.seconds:.1f}s): {summary}")
+            return "\n".join(lines)
+        differing = sum(len(o.differences) for o in self.outcomes)
+        lines.append(
+            f"{differing} exchanges differ; {len(self.failures)} differences outside the allow-list,"
+            f" {sum(self.allowed.values())} allowed"
+        )
+        if self.failures:
+            lines.append("")
+            lines.append("DIFFERENCES (against | reference):")
+            for seq, step, d in self.failures:
+                lines.append(f"  {seq}/{step} {d.path or '/'}: {_short(d.against)} | {_short(d.reference)}")
+        if self.allowed:
+            lines.append("")
+            lines.append("allowed differences (entry: count):")
+            for entry, n in self.allowed.items():
+                mark = "being fixed" if entry.being_fixed else "allowed"
+                lines.append(f"  [{mark}] {entry}: {n}")
+        unused = [e for e in self.allowlist if e not in self.allowed]
+        if unused:
+            lines.append("")
+            lines.append("allow-list entries that matched nothing (remove them?):")
+            lines.extend(f"  {e}" for e in unused)
+
+        def took(o: Outcome) -> float:
+            return max(o.against.seconds, o.reference.seconds if o.reference else 0.0)
+
+        slow = sorted(self.outcomes, key=took, reverse=True)[:5]
+        lines.append("")
+        lines.append("slowest sequences: " + ", ".join(f"{o.sequence.name} {took(o):.1f}s" for o in slow))
+        return "\n".join(lines)
