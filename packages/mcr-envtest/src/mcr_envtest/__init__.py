@@ -5,7 +5,8 @@ from __future__ import annotations
 from ._version import __version__
 from .faults import Faults, LoggedRequest
 from .fleet import Fleet, FleetThread
-from .server import Server, ServerThread
+from .server import Server
+from .server_thread import ServerThread
 
 __all__ = ["Faults", "Fleet", "FleetThread", "LoggedRequest", "Server", "ServerThread", "__version__"]
 

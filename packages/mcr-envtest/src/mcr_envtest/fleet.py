@@ -17,7 +17,8 @@ from types import TracebackType
 from typing import Any
 
 from . import kubeconfig
-from .server import Server, ServerThread
+from .server import Server
+from .server_thread import ServerThread
 
 __all__ = ["Fleet", "FleetThread"]
 

@@ -24,7 +24,7 @@ import pytest
 
 from .fleet import FleetThread
 from .real import assets_dir, close_default_pool
-from .server import ServerThread
+from .server_thread import ServerThread
 
 __all__ = ["apiserver", "find_kubectl", "fleet", "kubectl"]
 
