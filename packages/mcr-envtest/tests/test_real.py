@@ -22,6 +22,7 @@ from kubernetes import client
 from mcr.testing import eventually
 from mcr_envtest import Server, ServerThread
 from mcr_envtest.real import AssetsError, ControlPlaneError, Pool, RealModeError, Spec, default_pool, find
+from mcr_envtest.real.measure import CRD
 
 from .conftest import Raw, close_client, sync_client
 
@@ -29,26 +30,7 @@ needs_real = pytest.mark.skipif(
     not os.environ.get("KUBEBUILDER_ASSETS"), reason="starts real control planes: set KUBEBUILDER_ASSETS"
 )
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.reset.example.com"},
-    "spec": {
-        "group": "reset.example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+GROUP, PLURAL, KIND = CRD["spec"]["group"], CRD["spec"]["names"]["plural"], CRD["spec"]["names"]["kind"]
 
 
 async def _ok(raw: Raw, method: str, path: str, body: Any = None) -> Any:
@@ -73,15 +55,15 @@ async def _dirty(raw: Raw) -> None:
     await _ok(raw, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
 
     async def served() -> bool:
-        async with raw.request("GET", "/apis/reset.example.com/v1/namespaces/default/widgets") as resp:
+        async with raw.request("GET", f"/apis/{GROUP}/v1/namespaces/default/{PLURAL}") as resp:
             return resp.status == 200
 
     await eventually(served, timeout=30, message="the CRD is served")
     await _ok(
         raw,
         "POST",
-        "/apis/reset.example.com/v1/namespaces/default/widgets",
-        {"apiVersion": "reset.example.com/v1", "kind": "Widget", "metadata": {"name": "w"}},
+        f"/apis/{GROUP}/v1/namespaces/default/{PLURAL}",
+        {"apiVersion": f"{GROUP}/v1", "kind": KIND, "metadata": {"name": "w"}},
     )
     role = {"metadata": {"name": "left-role"}, "rules": []}
     await _ok(raw, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
@@ -99,7 +81,7 @@ async def _fresh(raw: Raw) -> None:
     assert await _names(raw, "/api/v1/namespaces") == namespaces
     assert await _names(raw, "/api/v1/namespaces/default/configmaps") == ["kube-root-ca.crt"]
     assert await _names(raw, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions") == []
-    async with raw.request("GET", "/apis/reset.example.com/v1") as resp:
+    async with raw.request("GET", f"/apis/{GROUP}/v1") as resp:
         assert resp.status == 404
     roles = await _names(raw, "/apis/rbac.authorization.k8s.io/v1/clusterroles")
     assert "left-role" not in roles

@@ -25,7 +25,9 @@ from mcr_envtest.auth import UserInfo
 from .controlplane import ControlPlane, Spec
 from .pool import Pool, default_pool
 
-_CRD = {
+#: A namespaced CRD whose objects keep any field: part of what a reset must remove (the pool's
+#: tests create it too).
+CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
     "metadata": {"name": "gadgets.measure.example.com"},
@@ -70,15 +72,16 @@ def _dirty(cp: ControlPlane, token: str) -> None:
         ("POST", "/api/v1/namespaces", {"metadata": {"name": "measured"}}),
         ("POST", "/api/v1/namespaces/measured/configmaps", {"metadata": {"name": "a"}}),
         ("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "b"}}),
-        ("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _CRD),
+        ("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD),
         ("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {"metadata": {"name": "m"}, "rules": []}),
         ("PATCH", "/api/v1/namespaces/default", {"metadata": {"labels": {"measured": "yes"}}}),
         ("DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterroles/view", None),
     ]
     for method, path, body in calls:
         _call(cp, token, method, path, body)
-    gadget = {"apiVersion": "measure.example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}}
-    path = "/apis/measure.example.com/v1/namespaces/default/gadgets"
+    spec = CRD["spec"]
+    gadget = {"apiVersion": f"{spec['group']}/v1", "kind": spec["names"]["kind"], "metadata": {"name": "g"}}
+    path = f"/apis/{spec['group']}/v1/namespaces/default/{spec['names']['plural']}"
     deadline = time.monotonic() + 30
     while _call(cp, token, "POST", path, gadget) != 201 and time.monotonic() < deadline:
         time.sleep(0.05)
