@@ -10,6 +10,7 @@ objects get their status conditions (NamesAccepted, Established).
 
 from __future__ import annotations
 
+import base64
 import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -206,6 +207,18 @@ def _cronjob(obj: Obj, old: Obj) -> None:
 
 
 def _secret(obj: Obj, old: Obj) -> None:
+    # stringData is write-only: its values land base64-encoded in data (winning over data's own
+    # value for the same key) and it is never stored.
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = obj.get("data")
+        if not isinstance(data, dict):
+            data = obj["data"] = {}
+        for key, value in string_data.items():
+            if isinstance(value, str):
+                data[key] = base64.b64encode(value.encode()).decode()
+            else:  # left for validation to report
+                obj.setdefault("stringData", {})[key] = value
     obj.setdefault("type", "Opaque")
 
 

@@ -251,7 +251,7 @@ def validate_object(
         _walk(top, body, "", causes, custom=info.crd is not None)
     if info.group == "apiextensions.k8s.io" and info.kind == "CustomResourceDefinition":
         causes.extend(_crd_causes(obj))
-    causes.extend(_builtin_rules.causes(info, obj))
+    causes.extend(_builtin_rules.causes(info, obj, old))
     return causes
 
 

@@ -1,0 +1,219 @@
+"""Answers kube-apiserver gives that mcr-envtest reproduces: write-only and immutable fields of
+Secrets and ConfigMaps, pod template rules, ``/scale`` selectors, bootstrap objects, health
+checks, OpenAPI documents, metrics and CEL validation rules of CRDs.
+
+Every test runs unchanged against the real kube-apiserver (the real lane)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from mcr_envtest import ServerThread
+
+from .conftest import Raw
+
+NS = "/api/v1/namespaces/default"
+APPS = "/apis/apps/v1/namespaces/default"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+SMP = {"Content-Type": "application/strategic-merge-patch+json"}
+
+
+@pytest.fixture
+async def raw(apiserver: ServerThread) -> AsyncIterator[Raw]:
+    r = Raw(apiserver)
+    yield r
+    await r.close()
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def invalid(body: Any) -> list[tuple[str, str]]:
+    """(field, message) of each cause of a 422 Status."""
+    assert (body["kind"], body["reason"]) == ("Status", "Invalid"), body
+    return [(c["field"], c["message"]) for c in body["details"]["causes"]]
+
+
+# ---------------------------------------------------------------- Secret stringData
+
+
+async def test_secret_string_data_is_merged_into_data_and_never_stored(raw: Raw) -> None:
+    status, created = await raw.json(
+        "POST",
+        f"{NS}/secrets",
+        json={
+            "metadata": {"name": "s"},
+            "data": {"a": b64("A"), "b": b64("B")},
+            "stringData": {"b": "from-string-data", "c": "C"},
+        },
+    )
+    assert status == 201, created
+    assert created["data"] == {"a": b64("A"), "b": b64("from-string-data"), "c": b64("C")}
+    assert "stringData" not in created
+    status, got = await raw.json("GET", f"{NS}/secrets/s")
+    assert (got["data"], "stringData" in got) == (created["data"], False)
+
+    # PUT: stringData joins the data sent with it
+    status, put = await raw.json(
+        "PUT",
+        f"{NS}/secrets/s",
+        json={"metadata": {"name": "s"}, "data": {"a": b64("A")}, "stringData": {"d": "D"}},
+    )
+    assert status == 200, put
+    assert put["data"] == {"a": b64("A"), "d": b64("D")}
+    assert "stringData" not in put
+    # merge and strategic patches: stringData overrides the stored value of the same key
+    status, patched = await raw.json(
+        "PATCH", f"{NS}/secrets/s", json={"stringData": {"e": "E"}}, headers=MERGE
+    )
+    assert patched["data"] == {"a": b64("A"), "d": b64("D"), "e": b64("E")}
+    assert "stringData" not in patched
+    status, patched = await raw.json(
+        "PATCH", f"{NS}/secrets/s", json={"stringData": {"a": "new"}}, headers=SMP
+    )
+    assert patched["data"]["a"] == b64("new")
+    assert "stringData" not in patched
+    # a dry run answers with the merged object too
+    status, dry = await raw.json(
+        "POST", f"{NS}/secrets?dryRun=All", json={"metadata": {"name": "dry"}, "stringData": {"x": "y"}}
+    )
+    assert (status, dry["data"], "stringData" in dry) == (201, {"x": b64("y")}, False)
+
+
+async def test_secret_string_data_keys_are_checked_as_data_keys(raw: Raw) -> None:
+    status, body = await raw.json(
+        "POST", f"{NS}/secrets", json={"metadata": {"name": "s"}, "stringData": {"bad key": "v"}}
+    )
+    assert status == 422
+    assert invalid(body) == [
+        (
+            "data[bad key]",
+            "Invalid value: \"bad key\": a valid config key must consist of alphanumeric characters, '-', "
+            "'_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+            "'[-._a-zA-Z0-9]+')",
+        )
+    ]
+
+
+# ---------------------------------------------------------------- immutable ConfigMaps and Secrets
+
+IMMUTABLE = "Forbidden: field is immutable when `immutable` is set"
+
+
+async def test_immutable_config_map_refuses_data_changes(raw: Raw) -> None:
+    cm = {"metadata": {"name": "c"}, "data": {"a": "1"}, "binaryData": {"b": "AA=="}, "immutable": True}
+    status, _ = await raw.json("POST", f"{NS}/configmaps", json=cm)
+    assert status == 201
+    path = f"{NS}/configmaps/c"
+    status, body = await raw.json("PUT", path, json={**cm, "data": {"a": "2"}})
+    assert status == 422
+    assert body["message"] == f'ConfigMap "c" is invalid: data: {IMMUTABLE}'
+    status, body = await raw.json(
+        "PUT", path, json={"metadata": {"name": "c"}, "data": {"a": "2"}, "immutable": False}
+    )
+    assert invalid(body) == [("immutable", IMMUTABLE), ("data", IMMUTABLE), ("binaryData", IMMUTABLE)]
+    status, body = await raw.json("PUT", path, json={k: v for k, v in cm.items() if k != "immutable"})
+    assert invalid(body) == [("immutable", IMMUTABLE)]
+    status, body = await raw.json("PATCH", path, json={"data": {"a": "3"}}, headers=MERGE)
+    assert (status, invalid(body)) == (422, [("data", IMMUTABLE)])
+    # metadata stays writable
+    status, body = await raw.json("PATCH", path, json={"metadata": {"labels": {"x": "y"}}}, headers=MERGE)
+    assert (status, body["metadata"]["labels"], body["data"]) == (200, {"x": "y"}, {"a": "1"})
+
+
+async def test_a_config_map_may_turn_immutable_with_a_last_change(raw: Raw) -> None:
+    status, _ = await raw.json(
+        "POST", f"{NS}/configmaps", json={"metadata": {"name": "c"}, "data": {"a": "1"}}
+    )
+    status, body = await raw.json(
+        "PATCH", f"{NS}/configmaps/c", json={"immutable": True, "data": {"a": "5"}}, headers=MERGE
+    )
+    assert (status, body["immutable"], body["data"]) == (200, True, {"a": "5"})
+
+
+async def test_immutable_secret_refuses_data_changes_and_type_never_changes(raw: Raw) -> None:
+    secret = {"metadata": {"name": "s"}, "data": {"a": b64("A")}, "immutable": True}
+    status, _ = await raw.json("POST", f"{NS}/secrets", json=secret)
+    assert status == 201
+    path = f"{NS}/secrets/s"
+    status, body = await raw.json("PUT", path, json={**secret, "data": {"a": b64("B")}})
+    assert (status, body["message"]) == (422, f'Secret "s" is invalid: data: {IMMUTABLE}')
+    status, body = await raw.json(
+        "PUT", path, json={"metadata": {"name": "s"}, "stringData": {"a": "B"}, "immutable": True}
+    )
+    assert invalid(body) == [("data", IMMUTABLE)]
+    status, body = await raw.json("PUT", path, json={**secret, "immutable": False})
+    assert invalid(body) == [("immutable", IMMUTABLE)]
+    status, body = await raw.json("PUT", path, json={**secret, "type": "Other"})
+    assert invalid(body) == [("type", 'Invalid value: "Other": field is immutable')]
+
+
+# ---------------------------------------------------------------- containers need an image
+
+
+async def test_a_container_without_image_is_invalid(raw: Raw) -> None:
+    status, body = await raw.json(
+        "POST",
+        f"{NS}/pods",
+        json={
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [{"name": "c", "image": "x"}, {"name": "d", "image": ""}],
+                "initContainers": [{"name": "i"}],
+            },
+        },
+    )
+    assert status == 422
+    assert body["message"] == (
+        'Pod "p" is invalid: [spec.containers[1].image: Required value, '
+        "spec.initContainers[0].image: Required value]"
+    )
+    assert invalid(body) == [
+        ("spec.containers[1].image", "Required value"),
+        ("spec.initContainers[0].image", "Required value"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "body", "field"),
+    [
+        (
+            f"{APPS}/deployments",
+            "Deployment.apps",
+            {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": "TEMPLATE"}},
+            "spec.template.spec.containers[0].image",
+        ),
+        (
+            f"{APPS}/statefulsets",
+            "StatefulSet.apps",
+            {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": "TEMPLATE"}},
+            "spec.template.spec.containers[0].image",
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/cronjobs",
+            "CronJob.batch",
+            {"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": "TEMPLATE"}}}},
+            "spec.jobTemplate.spec.template.spec.containers[0].image",
+        ),
+    ],
+)
+async def test_a_pod_template_container_without_image_is_invalid(
+    raw: Raw, path: str, kind: str, body: dict[str, Any], field: str
+) -> None:
+    template = {
+        "metadata": {"labels": {"a": "b"}},
+        "spec": {"restartPolicy": "OnFailure" if "cron" in path else "Always", "containers": [{"name": "c"}]},
+    }
+    spec = dict(body["spec"])
+    if "jobTemplate" in spec:
+        spec["jobTemplate"] = {"spec": {"template": template}}
+    else:
+        spec["template"] = template
+    status, out = await raw.json("POST", path, json={"metadata": {"name": "x"}, "spec": spec})
+    assert status == 422, out
+    assert out["message"] == f'{kind} "x" is invalid: {field}: Required value'
