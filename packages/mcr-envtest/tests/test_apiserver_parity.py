@@ -217,3 +217,50 @@ async def test_a_pod_template_container_without_image_is_invalid(
     status, out = await raw.json("POST", path, json={"metadata": {"name": "x"}, "spec": spec})
     assert status == 422, out
     assert out["message"] == f'{kind} "x" is invalid: {field}: Required value'
+
+
+# ---------------------------------------------------------------- /scale
+
+
+def pod_template(labels: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+
+
+async def test_scale_reports_the_label_selector(raw: Raw) -> None:
+    selector = {
+        "matchLabels": {"a": "b"},
+        "matchExpressions": [
+            {"key": "k", "operator": "In", "values": ["v2", "v1"]},
+            {"key": "e", "operator": "Exists"},
+        ],
+    }
+    labels = {"a": "b", "k": "v1", "e": "z"}
+    for plural in ("deployments", "replicasets", "statefulsets"):
+        body = {"metadata": {"name": "w"}, "spec": {"selector": selector, "template": pod_template(labels)}}
+        status, out = await raw.json("POST", f"{APPS}/{plural}", json=body)
+        assert status == 201, out
+        status, scale = await raw.json("GET", f"{APPS}/{plural}/w/scale")
+        assert scale["status"]["selector"] == "a=b,e,k in (v1,v2)", plural
+        status, scale = await raw.json(
+            "PUT",
+            f"{APPS}/{plural}/w/scale",
+            json={
+                "apiVersion": "autoscaling/v1",
+                "kind": "Scale",
+                "metadata": {"name": "w"},
+                "spec": {"replicas": 3},
+            },
+        )
+        assert (status, scale["spec"]["replicas"], scale["status"]["selector"]) == (
+            200,
+            3,
+            "a=b,e,k in (v1,v2)",
+        )
+    rc = {
+        "metadata": {"name": "rc"},
+        "spec": {"selector": {"z": "1", "a": "b"}, "template": pod_template({"a": "b", "z": "1"})},
+    }
+    status, out = await raw.json("POST", f"{NS}/replicationcontrollers", json=rc)
+    assert status == 201, out
+    status, scale = await raw.json("GET", f"{NS}/replicationcontrollers/rc/scale")
+    assert scale["status"] == {"replicas": 0, "selector": "a=b,z=1"}

@@ -67,9 +67,43 @@ def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
     obj[parts[-1]] = value
 
 
+def _selector_string(selector: Any) -> str:
+    """A label selector as upstream prints it (``a=b,e,k in (v1,v2)``: requirements sorted by
+    key, values sorted); a ReplicationController's plain map is a set of ``k=v`` requirements."""
+    if not isinstance(selector, dict):
+        return ""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        reqs = [(str(k), f"{k}={v}") for k, v in selector.items()]
+    else:
+        reqs = [(str(k), f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()]
+        for expr in selector.get("matchExpressions") or []:
+            if not isinstance(expr, dict):
+                continue
+            key, op = str(expr.get("key", "")), expr.get("operator")
+            values = ",".join(sorted(str(v) for v in expr.get("values") or []))
+            text = {
+                "In": f"{key} in ({values})",
+                "NotIn": f"{key} notin ({values})",
+                "Exists": key,
+                "DoesNotExist": f"!{key}",
+            }.get(str(op))
+            if text is not None:
+                reqs.append((key, text))
+    return ",".join(text for _, text in sorted(reqs, key=lambda r: r[0]))
+
+
 def _scale_of(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
-    spec_p, status_p, _sel = _replicas_paths(info)
+    spec_p, status_p, sel_p = _replicas_paths(info)
     meta = obj["metadata"]
+    status: dict[str, Any] = {"replicas": _get_path(obj, status_p) or 0}
+    if info.crd is not None:
+        selector = _get_path(obj, sel_p) if sel_p else None
+        if isinstance(selector, str) and selector:
+            status["selector"] = selector
+    else:
+        selector = _selector_string(_get_path(obj, ".spec.selector"))
+        if selector:
+            status["selector"] = selector
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -79,7 +113,7 @@ def _scale_of(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
             if k in meta
         },
         "spec": {"replicas": _get_path(obj, spec_p) or 0},
-        "status": {"replicas": _get_path(obj, status_p) or 0},
+        "status": status,
     }
 
 
