@@ -264,3 +264,88 @@ async def test_scale_reports_the_label_selector(raw: Raw) -> None:
     assert status == 201, out
     status, scale = await raw.json("GET", f"{NS}/replicationcontrollers/rc/scale")
     assert scale["status"] == {"replicas": 0, "selector": "a=b,z=1"}
+
+
+# ---------------------------------------------------------------- bootstrap objects
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+DEFAULTS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+
+
+async def test_default_cluster_roles_and_bindings_are_readable(raw: Raw) -> None:
+    status, admin = await raw.json("GET", f"{RBAC}/clusterroles/cluster-admin")
+    assert status == 200, admin
+    assert admin["metadata"]["labels"] == DEFAULTS
+    assert admin["metadata"]["annotations"] == {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+    assert admin["rules"] == [
+        {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+        {"verbs": ["*"], "nonResourceURLs": ["*"]},
+    ]
+    for name in ("admin", "edit", "view"):
+        status, role = await raw.json("GET", f"{RBAC}/clusterroles/{name}")
+        assert status == 200, role
+        selector = role["aggregationRule"]["clusterRoleSelectors"][0]
+        assert selector == {"matchLabels": {f"rbac.authorization.k8s.io/aggregate-to-{name}": "true"}}
+        assert role["rules"], name  # filled by aggregation
+    status, view = await raw.json("GET", f"{RBAC}/clusterroles/view")
+    assert not any("secrets" in r.get("resources", []) for r in view["rules"])
+    status, roles = await raw.json("GET", f"{RBAC}/clusterroles")
+    names = {r["metadata"]["name"] for r in roles["items"]}
+    assert {
+        "system:aggregate-to-admin",
+        "system:aggregate-to-edit",
+        "system:aggregate-to-view",
+        "system:basic-user",
+        "system:discovery",
+        "system:public-info-viewer",
+        "system:monitoring",
+        "system:auth-delegator",
+    } <= names
+    status, binding = await raw.json("GET", f"{RBAC}/clusterrolebindings/cluster-admin")
+    assert binding["subjects"] == [
+        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:masters"}
+    ]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "cluster-admin",
+    }
+    for name in ("system:basic-user", "system:discovery", "system:public-info-viewer"):
+        status, binding = await raw.json("GET", f"{RBAC}/clusterrolebindings/{name}")
+        assert status == 200, binding
+        assert binding["roleRef"]["name"] == name
+    status, reader = await raw.json(
+        "GET", f"{RBAC}/namespaces/kube-system/roles/extension-apiserver-authentication-reader"
+    )
+    assert reader["rules"][0]["resourceNames"] == ["extension-apiserver-authentication"]
+
+
+async def test_the_bound_view_role_grants_reads_but_not_secrets(apiserver: ServerThread, raw: Raw) -> None:
+    binding = {
+        "metadata": {"name": "bob-view"},
+        "subjects": [{"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "ClusterRole", "name": "view", "apiGroup": "rbac.authorization.k8s.io"},
+    }
+    status, out = await raw.json("POST", f"{RBAC}/namespaces/default/rolebindings", json=binding)
+    assert status == 201, out
+    kubeconfig = apiserver.add_user("bob")
+    bob = Raw(apiserver, token=kubeconfig["users"][0]["user"]["token"])
+    try:
+        assert await bob.status("GET", f"{NS}/configmaps") == 200
+        assert await bob.status("GET", f"{NS}/secrets") == 403
+        assert await bob.status("POST", f"{NS}/configmaps", json={"metadata": {"name": "x"}}) == 403
+    finally:
+        await bob.close()
+
+
+async def test_system_priority_classes_exist(raw: Raw) -> None:
+    status, listed = await raw.json("GET", "/apis/scheduling.k8s.io/v1/priorityclasses")
+    assert status == 200
+    got = {
+        pc["metadata"]["name"]: (pc["value"], pc["preemptionPolicy"], pc.get("globalDefault", False))
+        for pc in listed["items"]
+    }
+    assert got == {
+        "system-cluster-critical": (2000000000, "PreemptLowerPriority", False),
+        "system-node-critical": (2000001000, "PreemptLowerPriority", False),
+    }

@@ -1,20 +1,93 @@
-"""Objects every kube-apiserver serves from its first moment: the ``default/kubernetes`` Service
-and one local APIService per built-in group-version (``v1.``, ``v1.apps``, ...)."""
+"""Objects every kube-apiserver serves from its first moment: the ``default/kubernetes`` Service,
+one local APIService per built-in group-version (``v1.``, ``v1.apps``, ...), the default RBAC
+policy (ClusterRoles such as ``cluster-admin``, ``admin``, ``edit``, ``view`` and the
+``system:*`` roles, their bindings, the Roles and RoleBindings in ``kube-system`` and
+``kube-public``) and the system PriorityClasses.
+
+The RBAC objects and PriorityClasses are ``data/bootstrap.json``, read from a kube-apiserver
+1.37 after its bootstrap (aggregated ClusterRoles with the rules its aggregation controller
+filled in)."""
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
+import threading
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from .resources import Registry, ResourceInfo
+import orjson
 
-__all__ = ["objects"]
+from .resources import Registry, ResourceInfo
+from .write_rules import deep_copy, now_rfc3339
+from .writer import Writer
+
+__all__ = ["objects", "seed"]
 
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 
 
+_DATA_KINDS = (
+    ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass"),
+)
+
+
+@functools.cache
+def _data() -> bytes:
+    return importlib.resources.files("mcr_envtest").joinpath("data/bootstrap.json").read_bytes()
+
+
+# The data objects as a create stores them (defaults, managedFields), built once per process:
+# seeding a new server then copies them instead of running ~150 creates.
+_prepared: list[tuple[tuple[str, str, str], dict[str, Any]]] | None = None
+_prepared_lock = threading.Lock()
+
+
+def _prepare(writer: Writer) -> list[tuple[tuple[str, str, str], dict[str, Any]]]:
+    global _prepared
+    with _prepared_lock:
+        if _prepared is None:
+            data = orjson.loads(_data())
+            out = []
+            for group, version, plural, kind in _DATA_KINDS:
+                info = writer.registry.lookup(group, version, plural)
+                if info is None:
+                    continue
+                for obj in data.get(kind) or []:
+                    ns = obj["metadata"].get("namespace", "")
+                    created = writer.create(info, obj, ns, dry_run=True, manager="kube-apiserver")
+                    out.append(((group, version, plural), created))
+            _prepared = out
+        return _prepared
+
+
+def seed(writer: Writer) -> None:
+    """Store the default RBAC policy and the system PriorityClasses the store lacks (each with a
+    new uid and the current time, as if created now). Safe to call from several threads."""
+    now = now_rfc3339()
+    for (group, version, plural), template in _prepare(writer):
+        info = writer.registry.lookup(group, version, plural)
+        meta = template["metadata"]
+        ns = meta.get("namespace", "")
+        if info is None or writer.store.get(group, plural, ns, meta["name"]) is not None:
+            continue
+        obj = deep_copy(template)
+        meta = obj["metadata"]
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now
+        for entry in meta.get("managedFields") or []:
+            entry["time"] = now
+        writer.store.commit(group, plural, obj)
+
+
 def objects(registry: Registry) -> Iterator[tuple[ResourceInfo, dict[str, Any]]]:
-    """(resource, object) pairs to create when the store lacks them (built-ins only)."""
+    """(resource, object) pairs to create when the store lacks them (the Service and the
+    APIServices; :func:`seed` stores the rest)."""
     svc = registry.lookup("", "v1", "services")
     if svc is not None:
         yield (

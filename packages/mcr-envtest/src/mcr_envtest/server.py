@@ -178,6 +178,7 @@ class Server:
             meta = obj["metadata"]
             if self._store.get(info.group, info.plural, meta.get("namespace", ""), meta["name"]) is None:
                 self.writer.create(info, obj, meta.get("namespace", ""), manager="kube-apiserver")
+        bootstrap.seed(self.writer)
 
     def _on_crd_removed(self, crd: dict[str, Any]) -> None:
         assert self._store is not None
