@@ -349,3 +349,41 @@ async def test_system_priority_classes_exist(raw: Raw) -> None:
         "system-cluster-critical": (2000000000, "PreemptLowerPriority", False),
         "system-node-critical": (2000001000, "PreemptLowerPriority", False),
     }
+
+
+# ---------------------------------------------------------------- health endpoints
+
+
+async def text(raw: Raw, path: str) -> tuple[int, str, str]:
+    async with raw.request("GET", path) as resp:
+        return resp.status, resp.headers.get("Content-Type", ""), (await resp.read()).decode()
+
+
+@pytest.mark.parametrize("endpoint", ["readyz", "livez", "healthz"])
+async def test_health_endpoints_list_their_checks_when_verbose(raw: Raw, endpoint: str) -> None:
+    assert await text(raw, f"/{endpoint}") == (200, "text/plain; charset=utf-8", "ok")
+    status, _, body = await text(raw, f"/{endpoint}?verbose")
+    assert status == 200
+    lines = body.splitlines()
+    assert lines[:2] == ["[+]ping ok", "[+]log ok"]
+    assert "[+]etcd ok" in lines
+    assert "[+]poststarthook/rbac/bootstrap-roles ok" in lines
+    assert lines[-1] == f"{endpoint} check passed"
+    assert all(line.startswith("[+]") and line.endswith(" ok") for line in lines[:-1])
+    assert ("[+]shutdown ok" in lines) == (endpoint == "readyz")
+    status, _, body = await text(raw, f"/{endpoint}?verbose&exclude=etcd")
+    assert "[+]etcd excluded: ok" in body.splitlines()
+
+
+async def test_single_health_checks(raw: Raw) -> None:
+    for path in (
+        "/readyz/ping",
+        "/readyz/etcd",
+        "/livez/ping",
+        "/healthz/log",
+        "/readyz/poststarthook/rbac/bootstrap-roles",
+    ):
+        assert await text(raw, path) == (200, "text/plain; charset=utf-8", "ok"), path
+    for path in ("/readyz/nope", "/livez/shutdown", "/healthz/nope"):
+        status, _, body = await text(raw, path)
+        assert (status, body) == (404, "404 page not found\n"), path

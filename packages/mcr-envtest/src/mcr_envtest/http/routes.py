@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from mcr_envtest import discovery, errors, openapi
+from mcr_envtest import discovery, errors, health, openapi
 from mcr_envtest.auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
 from mcr_envtest.faults import Faults, LoggedRequest
 from mcr_envtest.impersonation import impersonate
@@ -123,7 +123,7 @@ class Api:
             return self._injected_failure(*fail), ""
         path = request.path
         if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
-            return web.Response(text="ok", content_type="text/plain"), ""
+            return self._health(request), ""
         user = impersonate(request.headers, self._authenticate(request, path), self.authorizer)
         who.append(user.name)  # logged even when the request then fails
         segs = [s for s in path.split("/") if s]
@@ -140,6 +140,25 @@ class Api:
         else:
             resp = await write.handle(self, ctx)
         return resp, user.name
+
+    @staticmethod
+    def _health(request: web.Request) -> web.Response:
+        endpoint, _, check = request.path.strip("/").partition("/")
+        if check:
+            text = health.check_body(endpoint, check)
+            if text is None:
+                raise errors.PageNotFound
+        else:
+            verbose = "verbose" in request.query
+            text = health.endpoint_body(
+                endpoint, verbose=verbose, exclude=request.query.getall("exclude", [])
+            )
+        resp = web.Response(
+            text=text, headers={"Cache-Control": "no-cache, private", "X-Content-Type-Options": "nosniff"}
+        )
+        resp.content_type = "text/plain"
+        resp.charset = "utf-8"
+        return resp
 
     def _injected_failure(self, status: int, retry_after: float | None, text: bool) -> web.Response:
         headers: dict[str, str] = {}
