@@ -24,8 +24,8 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from mcr_envtest import Server
 from mcr_envtest.real import ENV, close_default_pool
-from mcr_envtest.server import Server
 
 from .client import Target, TargetError
 from .model import SEQUENCES_DIR, CorpusError, count_exchanges, load_corpus

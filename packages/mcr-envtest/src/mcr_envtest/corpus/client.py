@@ -41,9 +41,14 @@ class Raw:
     body: Any
 
 
-def _decode(data: bytes) -> Any:
+def _decode(data: bytes, content_type: str = "application/json") -> Any:
     if not data:
         return None
+    if content_type == "application/yaml":
+        try:
+            return yaml.safe_load(data)
+        except yaml.YAMLError:
+            return data.decode(errors="replace")
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -135,7 +140,7 @@ class Target:
             method, self.url + path, timeout=aiohttp.ClientTimeout(total=timeout), **kwargs
         ) as resp:
             data = await resp.read()
-            return Raw(resp.status, resp.content_type, _decode(data))
+            return Raw(resp.status, resp.content_type, _decode(data, resp.content_type))
 
     async def watch(
         self,

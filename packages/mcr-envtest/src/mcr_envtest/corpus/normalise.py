@@ -118,7 +118,8 @@ class Normaliser:
                 elif k in PORT_KEYS and isinstance(v, int):
                     out[k] = "<port>"
                 else:
-                    out[k] = self._walk(v, k)
+                    # keys hold UIDs too: managedFields' k:{"uid":...} for ownerReferences
+                    out[self._string(k) if "-" in k else k] = self._walk(v, k)
             return out
         if isinstance(doc, list):
             return [self._walk(v, key) for v in doc]
