@@ -7,11 +7,14 @@ Every test runs unchanged against the real kube-apiserver (the real lane)."""
 from __future__ import annotations
 
 import base64
+import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from mcr.testing import eventually
 from mcr_envtest import ServerThread
 
 from .conftest import Raw
@@ -387,3 +390,135 @@ async def test_single_health_checks(raw: Raw) -> None:
     for path in ("/readyz/nope", "/livez/shutdown", "/healthz/nope"):
         status, _, body = await text(raw, path)
         assert (status, body) == (404, "404 page not found\n"), path
+
+
+# ---------------------------------------------------------------- OpenAPI v3 and v2
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
+
+
+def widget_crd(spec_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": spec_schema
+                                or {"type": "object", "properties": {"size": {"type": "integer"}}}
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def create_crd(raw: Raw, crd: dict[str, Any]) -> None:
+    status, out = await raw.json("POST", CRDS, json=crd)
+    assert status == 201, out
+
+    async def served() -> bool:
+        return await raw.status("GET", WIDGETS) == 200
+
+    await eventually(served, message="the CRD's resource is served")
+
+
+def refs(doc: Any, prefix: str) -> set[str]:
+    return set(re.findall(re.escape(json.dumps(prefix)[1:-1]) + r'([^"]+)"', json.dumps(doc)))
+
+
+def ref_of(prop: dict[str, Any]) -> str:
+    """The schema a property refers to (directly, or through a one-element ``allOf``)."""
+    return str(prop["allOf"][0]["$ref"] if "allOf" in prop else prop["$ref"])
+
+
+async def test_openapi_v3_names_schemas_as_upstream(raw: Raw) -> None:
+    status, doc = await raw.json("GET", "/openapi/v3/api/v1")
+    assert status == 200
+    assert doc["info"] == {"title": "Kubernetes", "version": "1.37"}
+    schemas = doc["components"]["schemas"]
+    cm = schemas["io.k8s.api.core.v1.ConfigMap"]
+    assert cm["x-kubernetes-group-version-kind"] == [{"group": "", "kind": "ConfigMap", "version": "v1"}]
+    assert (
+        ref_of(cm["properties"]["metadata"])
+        == "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    )
+    assert "io.k8s.api.core.v1.Container" in schemas
+    assert "io.k8s.apimachinery.pkg.apis.meta.v1.Status" in schemas
+    assert not any(name.startswith("v1.") for name in schemas)
+    assert refs(doc, "#/components/schemas/") <= set(schemas)  # no dangling reference
+    get = doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["get"]
+    assert get["operationId"] == "readCoreV1NamespacedConfigMap"
+    status, apps = await raw.json("GET", "/openapi/v3/apis/apps/v1")
+    assert "io.k8s.api.apps.v1.Deployment" in apps["components"]["schemas"]
+
+
+async def test_openapi_v3_names_custom_resources_by_reversed_group(raw: Raw) -> None:
+    await create_crd(raw, widget_crd())
+
+    async def published() -> dict[str, Any]:
+        status, doc = await raw.json("GET", "/openapi/v3/apis/example.com/v1")
+        assert status == 200
+        return dict(doc["components"]["schemas"])
+
+    schemas = await eventually(published)
+    widget = schemas["com.example.v1.Widget"]
+    assert widget["x-kubernetes-group-version-kind"] == [
+        {"group": "example.com", "kind": "Widget", "version": "v1"}
+    ]
+    assert ref_of(widget["properties"]["metadata"]) == (
+        "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    )
+    assert "com.example.v1.WidgetList" in schemas
+
+
+async def test_openapi_v2_serves_the_swagger_document(raw: Raw) -> None:
+    async with raw.request("GET", "/openapi/v2", headers={"Accept": "application/json"}) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == "application/json"
+        etag = resp.headers["ETag"]
+        doc = json.loads(await resp.read())
+    assert re.fullmatch(r'"[0-9A-F]{128}"', etag)
+    assert doc["swagger"] == "2.0"
+    assert doc["info"] == {"title": "Kubernetes", "version": "1.37"}
+    definitions = doc["definitions"]
+    cm = definitions["io.k8s.api.core.v1.ConfigMap"]
+    assert cm["x-kubernetes-group-version-kind"] == [{"group": "", "kind": "ConfigMap", "version": "v1"}]
+    assert cm["properties"]["data"]["additionalProperties"] == {"type": "string"}
+    assert "io.k8s.api.apps.v1.Deployment" in definitions
+    assert refs(doc["paths"], "#/definitions/") <= set(definitions)
+    get = doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["get"]
+    assert get["operationId"] == "readCoreV1NamespacedConfigMap"
+    assert get["responses"]["200"]["schema"] == {"$ref": "#/definitions/io.k8s.api.core.v1.ConfigMap"}
+    assert get["x-kubernetes-group-version-kind"] == {"group": "", "kind": "ConfigMap", "version": "v1"}
+    for accept in ("application/vnd.kubernetes.protobuf", "text/html"):
+        async with raw.request("GET", "/openapi/v2", headers={"Accept": accept}) as resp:
+            assert (resp.status, await resp.read()) == (406, b""), accept
+
+
+async def test_openapi_v2_lists_custom_resources(raw: Raw) -> None:
+    await create_crd(raw, widget_crd())
+
+    async def published() -> dict[str, Any]:
+        status, doc = await raw.json("GET", "/openapi/v2")
+        assert status == 200
+        assert "com.example.v1.Widget" in doc["definitions"]
+        return dict(doc)
+
+    doc = await eventually(published, timeout=30)
+    widget = doc["definitions"]["com.example.v1.Widget"]
+    assert widget["properties"]["spec"]["properties"]["size"]["type"] == "integer"
+    assert "com.example.v1.WidgetList" in doc["definitions"]
+    assert "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}" in doc["paths"]

@@ -30,6 +30,7 @@ _cache: weakref.WeakKeyDictionary[Any, dict[tuple[int, str, str], dict[str, Any]
 )
 
 _OBJECT_META = "V1ObjectMeta"
+_PATCH_DEF = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
 
 
 def _gv_key(group: str, version: str) -> str:
@@ -132,9 +133,20 @@ def _build(registry: Registry, group: str, version: str, infos: list[ResourceInf
         else:
             kind_def, list_def = _custom_schemas(info, schemas)
         paths.update(_paths(info, kind_def, list_def))
+    for model in ("V1Status", "V1DeleteOptions"):
+        for name, sch in builtin.model_closure(model).items():
+            schemas.setdefault(name, sch)
+    schemas.setdefault(
+        _PATCH_DEF,
+        {
+            "type": "object",
+            "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH "
+            "request body.",
+        },
+    )
     return {
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.37.0"},
+        "info": {"title": "Kubernetes", "version": "1.37"},
         "paths": paths,
         "components": {"schemas": schemas},
     }
@@ -247,7 +259,7 @@ def _paths(info: ResourceInfo, kind_def: str, list_def: str) -> dict[str, Any]:
         coll = f"{base}/{info.plural}"
         scope = []
         ns_word = ""
-    op_kind = info.kind + ns_word
+    op_kind = ns_word + info.kind
     gvk = {"group": info.group, "version": info.version, "kind": info.kind}
     tag = f"{info.group.split('.')[0] if info.group else 'core'}_{info.version}"
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from mcr_envtest import discovery, errors, health, openapi
+from mcr_envtest import discovery, errors, health, openapi, openapi_v2
 from mcr_envtest.auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
 from mcr_envtest.faults import Faults, LoggedRequest
 from mcr_envtest.impersonation import impersonate
@@ -359,6 +359,8 @@ class Api:
             doc = discovery.api_resource_list(self.registry, segs[1], segs[2])
             if doc is not None:
                 return json_response(doc)
+        if path == "/openapi/v2":
+            return self._openapi_v2(request, accept)
         if segs[:2] == ["openapi", "v3"]:
             if len(segs) == 2:
                 return json_response(openapi.root_document(self.registry))
@@ -376,6 +378,19 @@ class Api:
                         headers={"Cache-Control": "public, immutable"} if "hash" in request.query else None,
                     )
         raise errors.PageNotFound
+
+    def _openapi_v2(self, request: web.Request, accept: str) -> web.Response:
+        # kube-apiserver answers a type it cannot produce with an empty 406
+        headers = {"Cache-Control": "no-cache, private", "Vary": "Accept-Encoding"}
+        if openapi_v2.negotiate(accept) is None:
+            return web.Response(status=406, headers=headers)
+        body, etag = openapi_v2.document(self.registry)
+        headers.update({"ETag": etag, "Accept-Ranges": "bytes"})
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers=headers)
+        resp = web.Response(body=body, headers=headers)
+        resp.content_type = openapi_v2.JSON
+        return resp
 
     def _aggregated(self, request: web.Request, *, core: bool) -> web.Response:
         version = discovery.aggregated_version(request.headers.get("Accept", ""))

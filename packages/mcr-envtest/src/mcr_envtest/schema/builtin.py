@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.resources
 import re
 import types
 import typing
 from typing import Any
+
+import orjson
 
 REF_PREFIX = "#/components/schemas/"
 
@@ -143,16 +146,41 @@ for _cls in ("V1EphemeralContainer",):
             PATCH_META[(_cls, _f)] = _meta
 
 
-def definition_name(class_name: str) -> str:
-    """Return the OpenAPI definition name of a model class (``V1Container`` → ``v1.Container``).
-
-    The last dot-separated segment is the bare type name, which is what ``kubectl explain`` shows.
-    """
+def _short_name(class_name: str) -> str:
     m = _CLASS_RE.match(class_name)
     if m is None:
         return f"io.k8s.{class_name}"
     prefix, version, name = m.groups()
     return f"{prefix.lower()}.{version.lower()}.{name}" if prefix else f"{version.lower()}.{name}"
+
+
+@functools.cache
+def _upstream_names() -> dict[str, str]:
+    """Upstream's definition names (``io.k8s.api.core.v1.ConfigMap``, from
+    ``data/openapi_names.json``) by each of their suffixes of two or more segments that names
+    one definition only (``v1.ConfigMap``, ``core.v1.Event``)."""
+    names = orjson.loads(
+        importlib.resources.files("mcr_envtest").joinpath("data/openapi_names.json").read_bytes()
+    )
+    by_suffix: dict[str, str | None] = {}
+    for full in names:
+        parts = full.split(".")
+        for i in range(len(parts) - 2, -1, -1):
+            suffix = ".".join(parts[i:])
+            by_suffix[suffix] = full if suffix not in by_suffix else None
+    return {k: v for k, v in by_suffix.items() if v is not None}
+
+
+def definition_name(class_name: str) -> str:
+    """Return the OpenAPI definition name of a model class as kube-apiserver names it
+    (``V1Container`` → ``io.k8s.api.core.v1.Container``, ``CoreV1Event`` →
+    ``io.k8s.api.core.v1.Event``); a model kube-apiserver 1.37 does not serve keeps the client's
+    short name (``v1alpha1.Mutation``).
+
+    The last dot-separated segment is the bare type name, which is what ``kubectl explain`` shows.
+    """
+    short = _short_name(class_name)
+    return _upstream_names().get(short, short)
 
 
 @functools.cache
