@@ -19,6 +19,11 @@ from mcr_provider_kind import KindError, KindNotFoundError, KindProvider, __vers
 
 from .conftest import Kind
 
+# Seconds for the provider to see a change: each poll runs the kind CLI as a subprocess, and each
+# engagement connects to a new server; on a loaded CI machine that takes far longer than on a
+# quiet one.
+CLI = 30.0
+
 
 @pytest.fixture
 async def run() -> AsyncIterator[Callable[[KindProvider], RecordingAware]]:
@@ -52,24 +57,24 @@ async def test_engage_prefix_reengage_and_disengage(kind: Kind, run: Any) -> Non
     await asyncio.to_thread(kind.create, "other")
     provider = KindProvider(prefix="dev-", poll_interval=0.1)
     aware = run(provider)
-    await eventually(lambda: set(aware.engaged) == {"dev-a"}, message="dev-a engaged, other ignored")
+    await eventually(lambda: set(aware.engaged) == {"dev-a"}, timeout=CLI, message="dev-a engaged, not other")
     a = aware.engaged["dev-a"]
     assert {ns["metadata"]["name"] for ns in await a.api_reader.list("v1/Namespace")} >= {"kube-system"}
 
     await asyncio.to_thread(kind.create, "dev-b")
-    await eventually(lambda: "dev-b" in aware.engaged, message="new kind cluster engaged")
+    await eventually(lambda: "dev-b" in aware.engaged, timeout=CLI, message="new kind cluster engaged")
     assert aware.engaged["dev-a"] is a  # an unchanged kubeconfig keeps the cluster
 
     # Re-created under the same name: another server, another kubeconfig: re-engaged.
     await asyncio.to_thread(kind.delete, "dev-a")
     await asyncio.to_thread(kind.create, "dev-a")
-    await eventually(lambda: aware.engaged.get("dev-a") not in (None, a), timeout=20, message="re-engaged")
+    await eventually(lambda: aware.engaged.get("dev-a") not in (None, a), timeout=CLI, message="re-engaged")
     new = aware.engaged["dev-a"]
     assert new.config.host != a.config.host
     assert await new.api_reader.list("v1/Namespace")
 
     await asyncio.to_thread(kind.delete, "dev-b")
-    await eventually(lambda: "dev-b" not in aware.engaged, message="deleted kind cluster disengaged")
+    await eventually(lambda: "dev-b" not in aware.engaged, timeout=CLI, message="deleted cluster disengaged")
     with pytest.raises(ClusterNotFoundError):
         await provider.get("dev-b")
 
