@@ -522,3 +522,41 @@ async def test_openapi_v2_lists_custom_resources(raw: Raw) -> None:
     assert widget["properties"]["spec"]["properties"]["size"]["type"] == "integer"
     assert "com.example.v1.WidgetList" in doc["definitions"]
     assert "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}" in doc["paths"]
+
+
+# ---------------------------------------------------------------- /metrics
+
+
+async def test_metrics_serve_request_counts_to_those_rbac_allows(apiserver: ServerThread, raw: Raw) -> None:
+    status, _ = await raw.json("POST", f"{NS}/configmaps", json={"metadata": {"name": "counted"}})
+    assert status == 201
+
+    async def scrape(r: Raw) -> tuple[int, str, str]:
+        async with r.request("GET", "/metrics") as resp:
+            return resp.status, resp.headers.get("Content-Type", ""), (await resp.read()).decode()
+
+    status, ctype, body = await scrape(raw)
+    assert status == 200
+    assert ctype.startswith("text/plain; version=0.0.4")
+    lines = body.splitlines()
+    assert "# TYPE apiserver_request_total counter" in lines
+    assert "# TYPE apiserver_request_duration_seconds histogram" in lines
+    assert "# TYPE apiserver_current_inflight_requests gauge" in lines
+    created = re.compile(
+        r'apiserver_request_total\{code="201",component="apiserver",dry_run="",group="",resource="configmaps",'
+        r'scope="resource",subresource="",verb="POST",version="v1"\} (\d+)'
+    )
+    assert any(created.fullmatch(line) for line in lines), [x for x in lines if "configmaps" in x][:20]
+    # RBAC: the path needs a grant (system:monitoring has one)
+    denied = Raw(apiserver, token=apiserver.add_user("eve")["users"][0]["user"]["token"])
+    monitor = Raw(
+        apiserver, token=apiserver.add_user("mon", ["system:monitoring"])["users"][0]["user"]["token"]
+    )
+    try:
+        status, body = await denied.json("GET", "/metrics")
+        assert status == 403
+        assert body["message"] == 'forbidden: User "eve" cannot get path "/metrics"'
+        assert (await scrape(monitor))[0] == 200
+    finally:
+        await denied.close()
+        await monitor.close()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from mcr_envtest import discovery, errors, health, openapi, openapi_v2
+from mcr_envtest import discovery, errors, health, metrics, openapi, openapi_v2
 from mcr_envtest.auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
 from mcr_envtest.faults import Faults, LoggedRequest
 from mcr_envtest.impersonation import impersonate
@@ -37,6 +37,26 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = errors.MAX_REQUEST_BODY_BYTES
 NON_RESOURCE_PUBLIC = ("/healthz", "/livez", "/readyz", "/version")
+
+
+_METRIC_LABELS = web.RequestKey("mcr_envtest.metric_labels", metrics.RequestLabels)
+_METRIC_VERBS = {"create": "POST", "update": "PUT", "deletecollection": "DELETECOLLECTION"}
+
+
+def _request_labels(ctx: Ctx) -> metrics.RequestLabels:
+    verb = _METRIC_VERBS.get(ctx.verb, ctx.verb.upper())
+    if verb == "PATCH" and ctx.request.content_type == "application/apply-patch+yaml":
+        verb = "APPLY"
+    scope = "resource" if ctx.name or ctx.verb == "create" else "namespace" if ctx.namespace else "cluster"
+    return metrics.RequestLabels(
+        verb=verb,
+        group=ctx.info.group,
+        version=ctx.info.version,
+        resource=ctx.info.plural,
+        subresource=ctx.subresource,
+        scope=scope,
+        dry_run="dryRun" in ctx.query,
+    )
 
 
 class Api:
@@ -68,6 +88,7 @@ class Api:
         self.bookmark_interval = bookmark_interval
         self.shutting_down = False
         self.active_streams: set[web.StreamResponse] = set()
+        self.metrics = metrics.Metrics()
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY + 1024, handler_args={"max_field_size": 65536})
@@ -79,6 +100,8 @@ class Api:
         user_name = ""
         who: list[str] = []
         status = 500
+        started = time.monotonic()
+        self.metrics.request_started(request.method)
         try:
             resp, user_name = await self._dispatch(request, who)
             status = resp.status
@@ -99,6 +122,9 @@ class Api:
                 errors.StatusError(500, "InternalError", f"Internal error occurred: {exc!r}")
             )
         finally:
+            self.metrics.request_finished(
+                request.method, request.get(_METRIC_LABELS), status, time.monotonic() - started
+            )
             self.faults.request_log.append(
                 LoggedRequest(
                     request.method,
@@ -133,6 +159,7 @@ class Api:
         if ctx is None:
             return await self._non_resource(request, segs, user), user.name
         self._authorize(ctx)
+        request[_METRIC_LABELS] = _request_labels(ctx)
         if ctx.verb == "watch" and not ctx.subresource:
             resp = await watch.handle(self, ctx)
         elif ctx.verb in ("get", "list") and not ctx.subresource:
@@ -359,6 +386,19 @@ class Api:
             doc = discovery.api_resource_list(self.registry, segs[1], segs[2])
             if doc is not None:
                 return json_response(doc)
+        if path == "/metrics":
+            counts = {
+                (f"{i.plural}.{i.group}" if i.group else i.plural): len(
+                    self.store.list_objects(i.group, i.plural)
+                )
+                for i in self.registry.all()
+                if self.registry.is_builtin(i) or i.crd is not None
+            }
+            resp = web.Response(
+                body=self.metrics.exposition(counts), headers={"Cache-Control": "no-cache, private"}
+            )
+            resp.headers["Content-Type"] = metrics.CONTENT_TYPE
+            return resp
         if path == "/openapi/v2":
             return self._openapi_v2(request, accept)
         if segs[:2] == ["openapi", "v3"]:
