@@ -170,12 +170,12 @@ def test_compare_honours_the_step_options() -> None:
 
 
 def test_allowlist_entries_cover_their_path_and_below_only() -> None:
-    entry = Allowance("secret*", "create-*", "/data", "why", being_fixed=True)
+    entry = Allowance("secret*", "create-*", "/data", "why", "being_fixed")
     assert entry.covers("secret", "create-x", Difference("/data/a", 1, 2))
     assert entry.covers("secret", "create-x", Difference("/data", 1, 2))
     assert not entry.covers("secret", "create-x", Difference("/database", 1, 2))
     assert not entry.covers("secret", "get", Difference("/data", 1, 2))
-    assert Allowance("*", "*", None, "why", False).covers("x", "y", Difference(STATUS, 1, 2))
+    assert Allowance("*", "*", None, "why").covers("x", "y", Difference(STATUS, 1, 2))
 
 
 # ---------------------------------------------------------------------------------- the runner

@@ -5,6 +5,7 @@
     python -m mcr_envtest.corpus --against URL --kubeconfig F \\
         --reference URL2 --reference-kubeconfig F2     # two running servers
     python -m mcr_envtest.corpus --reference none      # one server: status codes per sequence
+    python -m mcr_envtest.corpus --dump answers.json   # also write every answer and difference
 
 ``--against`` is the server under test: ``envtest`` (default: a fresh mcr-envtest in this
 process), ``real`` (a fresh kube-apiserver from ``KUBEBUILDER_ASSETS``) or a URL whose
@@ -23,6 +24,8 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+
+import orjson
 
 from mcr_envtest import Server
 from mcr_envtest.real import ENV, close_default_pool
@@ -47,14 +50,14 @@ async def _target(
         yield target
 
 
-async def _main(args: argparse.Namespace) -> int:
+async def _main(args: argparse.Namespace) -> Report | None:
     sequences = load_corpus(Path(args.sequences), tuple(args.sequence))
     allowlist = load_allowlist(Path(args.allowlist))
     if args.list:
         for s in sequences:
             print(f"{s.name} ({s.exchanges}): {s.description}")
         print(f"{len(sequences)} sequences, {count_exchanges(sequences)} exchanges")
-        return 0
+        return None
     async with contextlib.AsyncExitStack() as stack:
         against = await stack.enter_async_context(
             _target("--against", args.against, args.kubeconfig, "--kubeconfig")
@@ -65,9 +68,7 @@ async def _main(args: argparse.Namespace) -> int:
                 _target("--reference", args.reference, args.reference_kubeconfig, "--reference-kubeconfig")
             )
         outcomes = await run_corpus(sequences, against, reference, concurrency=args.concurrency)
-    report = Report(outcomes, allowlist)
-    print(report.format())
-    return 0 if report.ok else 1
+    return Report(outcomes, allowlist)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,14 +86,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allowlist", default=str(ALLOWLIST), help="allow-list file")
     parser.add_argument("--concurrency", type=int, default=4, help="sequences run at once (default 4)")
     parser.add_argument("--list", action="store_true", help="list the sequences and exit")
+    parser.add_argument("--dump", metavar="FILE", help="write every normalised answer and difference as JSON")
     args = parser.parse_args(argv)
     try:
-        return asyncio.run(_main(args))
+        report = asyncio.run(_main(args))
     except (CorpusError, TargetError) as err:
         print(f"mcr_envtest.corpus: {err}", file=sys.stderr)
         return 2
     finally:
         close_default_pool()
+    if report is None:
+        return 0
+    if args.dump:
+        Path(args.dump).write_bytes(orjson.dumps(report.dump(), default=repr, option=orjson.OPT_INDENT_2))
+    print(report.format())
+    return 0 if report.ok else 1
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import contextlib
 import os
 import ssl
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ class Raw:
     status: int
     content_type: str
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _decode(data: bytes, content_type: str = "application/json") -> Any:
@@ -53,6 +54,14 @@ def _decode(data: bytes, content_type: str = "application/json") -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return data.decode(errors="replace")
+
+
+def _headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in resp.headers.items():
+        k = key.lower()
+        out[k] = f"{out[k]}\n{value}" if k in out else value
+    return out
 
 
 def _material(user: dict[str, Any], key: str, base: Path) -> bytes | None:
@@ -140,7 +149,7 @@ class Target:
             method, self.url + path, timeout=aiohttp.ClientTimeout(total=timeout), **kwargs
         ) as resp:
             data = await resp.read()
-            return Raw(resp.status, resp.content_type, _decode(data, resp.content_type))
+            return Raw(resp.status, resp.content_type, _decode(data, resp.content_type), _headers(resp))
 
     async def watch(
         self,

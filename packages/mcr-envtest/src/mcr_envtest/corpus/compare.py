@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .model import Step
@@ -17,11 +17,14 @@ TYPE = "<content-type>"
 @dataclass(frozen=True)
 class Answer:
     """One server's normalised answer to one step: HTTP status, media type (``Content-Type``
-    without parameters), body (decoded JSON, text, or for a watch the list of events read)."""
+    without parameters), body (decoded JSON, text, or for a watch the list of events read) and
+    the response headers the step compares (lower-case names; repeated headers joined by
+    newlines)."""
 
     status: int
     content_type: str
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class Difference:
     """Where two answers differ: ``path`` is a pointer into the body, or :data:`STATUS` /
     :data:`TYPE`; ``against`` and ``reference`` are the two values (:data:`MISSING` when absent)."""
 
-    path: str
+    path: str  # also <header:NAME>
     against: Any
     reference: Any
 
@@ -73,6 +76,10 @@ def compare(step: Step, ignore: tuple[str, ...], a: Answer, b: Answer) -> list[D
     out = []
     if a.content_type != b.content_type:
         out.append(Difference(TYPE, a.content_type, b.content_type))
+    for name in step.response_headers:
+        ha, hb = a.headers.get(name, MISSING), b.headers.get(name, MISSING)
+        if ha != hb:
+            out.append(Difference(f"<header:{name}>", ha, hb))
     if step.compare == "status":
         return out
     ignored = (*ignore, *step.ignore)

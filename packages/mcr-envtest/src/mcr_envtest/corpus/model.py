@@ -14,6 +14,7 @@ A sequence file holds one mapping::
         body: {...}                 # JSON body; a string is sent as it is
         content_type: application/merge-patch+json
         headers: {Impersonate-User: nobody}
+        response_headers: [Warning]               # compare these response headers too
         save: {rv: /metadata/resourceVersion}     # variables for later steps, per server
         compare: full | status | none             # none: a setup step, not an exchange
         paths: [/resources/[name=pods]/verbs]     # compare only these parts of the body
@@ -76,6 +77,7 @@ class Step:
     body: Any = None
     content_type: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    response_headers: tuple[str, ...] = ()
     save: dict[str, str] = field(default_factory=dict)
     compare: str = "full"
     paths: tuple[str, ...] = ()
@@ -175,6 +177,9 @@ def _step(raw: Any, where: str, index: int) -> Step:
         body=raw.get("body"),
         content_type=raw.get("content_type"),
         headers=_str_map(raw.get("headers"), where, "headers"),
+        response_headers=tuple(
+            h.lower() for h in _strs(raw.get("response_headers"), where, "response_headers")
+        ),
         save=save,
         compare=compare,
         paths=_pointers(_strs(raw.get("paths"), where, "paths"), where, "paths"),

@@ -1,8 +1,10 @@
 """The allow-list of accepted differences, and the report of a corpus run.
 
-``allowlist.yaml`` has two lists of entries, each ``{sequence, step, path, reason}``:
-``allowed`` (differences that are acceptable for good, with the reason why) and ``being_fixed``
-(known faults of mcr-envtest that are being fixed; the list is meant to become empty).
+``allowlist.yaml`` has three lists of entries, each ``{sequence, step, path, reason}``:
+``allowed`` (differences that are acceptable for good, with the reason why), ``being_fixed``
+(known faults of mcr-envtest whose fixes are under way) and ``to_fix`` (faults the corpus found
+that nobody fixes yet). The last two are meant to become empty; the report names their entries
+apart from the accepted ones.
 ``sequence`` and ``step`` are shell-style patterns (``*`` matches all); ``path`` is a pointer
 prefix: the entry covers a difference at that pointer or below it (``<status>`` and
 ``<content-type>`` name those two; no ``path`` covers the whole step).
@@ -19,13 +21,14 @@ from typing import Any
 import orjson
 import yaml
 
-from .compare import Difference
+from .compare import Answer, Difference
 from .model import CorpusError, Sequence
 from .runner import Outcome
 
 __all__ = ["ALLOWLIST", "Allowance", "Report", "load_allowlist"]
 
 ALLOWLIST = Path(__file__).parent / "allowlist.yaml"
+SECTIONS = ("allowed", "being_fixed", "to_fix")
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class Allowance:
     step: str
     path: str | None
     reason: str
-    being_fixed: bool
+    section: str = "allowed"
 
     def covers(self, sequence: str, step: str, diff: Difference) -> bool:
         if not fnmatch.fnmatchcase(sequence, self.sequence) or not fnmatch.fnmatchcase(step, self.step):
@@ -54,10 +57,10 @@ def load_allowlist(path: Path = ALLOWLIST) -> list[Allowance]:
         raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as err:
         raise CorpusError(f"{path}: cannot read the allow-list: {err}") from None
-    if not isinstance(raw, dict) or set(raw) - {"allowed", "being_fixed"}:
-        raise CorpusError(f"{path}: the allow-list holds the lists 'allowed' and 'being_fixed'")
+    if not isinstance(raw, dict) or set(raw) - set(SECTIONS):
+        raise CorpusError(f"{path}: the allow-list holds the lists {', '.join(SECTIONS)}")
     out = []
-    for section in ("allowed", "being_fixed"):
+    for section in SECTIONS:
         for i, entry in enumerate(raw.get(section) or []):
             if not isinstance(entry, dict) or set(entry) - {"sequence", "step", "path", "reason"}:
                 raise CorpusError(f"{path}: {section}[{i}] takes sequence, step, path, reason")
@@ -69,7 +72,7 @@ def load_allowlist(path: Path = ALLOWLIST) -> list[Allowance]:
                     str(entry.get("step", "*")),
                     entry.get("path"),
                     " ".join(str(entry["reason"]).split()),
-                    section == "being_fixed",
+                    section,
                 )
             )
     return out
@@ -108,6 +111,31 @@ class Report:
     def sequences(self) -> list[Sequence]:
         return [o.sequence for o in self.outcomes]
 
+    def dump(self) -> dict[str, Any]:
+        """Every normalised answer (and, with a reference, each step's differences) as JSON-ready
+        data: ``{sequence: {step: {"against": ..., "reference": ..., "differences": [...]}}}``."""
+
+        def answer(a: Answer | None) -> Any:
+            if a is None:
+                return None
+            return {"status": a.status, "content_type": a.content_type, "headers": a.headers, "body": a.body}
+
+        out: dict[str, Any] = {}
+        for o in self.outcomes:
+            steps: dict[str, Any] = {}
+            for step_id, a in o.against.answers.items():
+                b = o.reference.answers.get(step_id) if o.reference else None
+                diffs = o.differences.get(step_id, [])
+                steps[step_id] = {
+                    "against": answer(a),
+                    "reference": answer(b),
+                    "differences": [
+                        {"path": d.path, "against": d.against, "reference": d.reference} for d in diffs
+                    ],
+                }
+            out[o.sequence.name] = steps
+        return out
+
     def format(self) -> str:
         """A plain-text report: totals, each difference outside the allow-list, the allow-list
         entries that matched (and those that matched nothing), and the slowest sequences."""
@@ -136,9 +164,10 @@ class Report:
         if self.allowed:
             lines.append("")
             lines.append("allowed differences (entry: count):")
-            for entry, n in self.allowed.items():
-                mark = "being fixed" if entry.being_fixed else "allowed"
-                lines.append(f"  [{mark}] {entry}: {n}")
+            for section in SECTIONS:
+                for entry, n in self.allowed.items():
+                    if entry.section == section:
+                        lines.append(f"  [{section}] {entry}: {n}")
         unused = [e for e in self.allowlist if e not in self.allowed]
         if unused:
             lines.append("")

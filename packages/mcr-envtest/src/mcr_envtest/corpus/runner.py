@@ -111,7 +111,8 @@ async def run_sequence(seq: Sequence, target: Target, run_id: str) -> Run:
                 value = resolve(raw.body, pointer)
                 variables[var] = "" if value is MISSING else value
             if step.compare != "none":
-                result.answers[step.id] = Answer(raw.status, raw.content_type, normalise(raw.body))
+                headers = {h: normalise(raw.headers[h]) for h in step.response_headers if h in raw.headers}
+                result.answers[step.id] = Answer(raw.status, raw.content_type, normalise(raw.body), headers)
     finally:
         for step in seq.cleanup:
             await _run_step(target, step, variables)
