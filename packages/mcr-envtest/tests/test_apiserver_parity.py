@@ -560,3 +560,172 @@ async def test_metrics_serve_request_counts_to_those_rbac_allows(apiserver: Serv
     finally:
         await denied.close()
         await monitor.close()
+
+
+# ---------------------------------------------------------------- CEL validation rules
+
+RULES_SPEC: dict[str, Any] = {
+    "type": "object",
+    "x-kubernetes-validations": [
+        {"rule": "self.min <= self.max", "message": "min must be <= max"},
+        {
+            "rule": "self.name.startsWith('w-')",
+            "messageExpression": "'name ' + self.name + ' must start with w-'",
+        },
+        {"rule": "size(self.tags) <= 2", "fieldPath": ".tags", "reason": "FieldValueForbidden"},
+    ],
+    "properties": {
+        "min": {"type": "integer"},
+        "max": {"type": "integer"},
+        "name": {"type": "string"},
+        "tags": {
+            "type": "array",
+            "items": {"type": "string"},
+            "x-kubernetes-validations": [{"rule": "self.all(t, t.size() > 1)"}],
+        },
+        "fixed": {
+            "type": "string",
+            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "is immutable"}],
+        },
+        "mode": {
+            "type": "string",
+            "x-kubernetes-validations": [
+                {"rule": "self in ['a', 'b'] ? true : self.matches('^x-[0-9]+$')", "message": "bad mode"}
+            ],
+        },
+        "replicas": {
+            "type": "integer",
+            "x-kubernetes-validations": [
+                {"rule": "self % 2 == 1 && self * 2 < 100", "message": "odd, below 50"}
+            ],
+        },
+        "labels": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(k, k.lowerAscii() == k) && !self.exists(k, self[k] == '')",
+                    "message": "keys",
+                }
+            ],
+        },
+    },
+}
+
+
+def widget(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}
+
+
+GOOD = {"min": 1, "max": 2, "name": "w-a", "tags": ["ab"], "fixed": "x"}
+
+
+async def test_cel_rules_refuse_invalid_custom_resources_as_upstream(raw: Raw) -> None:
+    await create_crd(raw, widget_crd(RULES_SPEC))
+    status, body = await raw.json("POST", WIDGETS, json=widget("w1", GOOD))
+    assert status == 201, body
+    status, body = await raw.json(
+        "POST", WIDGETS, json=widget("w2", {"min": 3, "max": 2, "name": "x", "tags": ["ab", "cd", "ef"]})
+    )
+    assert status == 422
+    assert body["message"] == (
+        'Widget.example.com "w2" is invalid: [spec: Invalid value: min must be <= max, spec: Invalid value: '
+        "name x must start with w-, spec.tags: Forbidden: failed rule: size(self.tags) <= 2]"
+    )
+    assert [c["reason"] for c in body["details"]["causes"]] == [
+        "FieldValueInvalid",
+        "FieldValueInvalid",
+        "FieldValueForbidden",
+    ]
+    status, body = await raw.json("POST", WIDGETS, json=widget("w3", {**GOOD, "tags": ["a"]}))
+    assert invalid(body) == [("spec.tags", "Invalid value: failed rule: self.all(t, t.size() > 1)")]
+    status, body = await raw.json("POST", WIDGETS, json=widget("w4", {"name": "w-"}))
+    assert invalid(body) == [
+        ("spec", 'Invalid value: "object": no such key: min evaluating rule: min must be <= max'),
+        ("spec", 'Invalid value: "object": no such key: tags evaluating rule: size(self.tags) <= 2'),
+    ]
+    for field, good, bad, message in [
+        ("mode", "b", "c", 'Invalid value: "c": bad mode'),
+        ("mode", "x-12", "x-", 'Invalid value: "x-": bad mode'),
+        ("replicas", 7, 8, "Invalid value: 8: odd, below 50"),
+        ("replicas", 49, 51, "Invalid value: 51: odd, below 50"),
+        ("labels", {"a": "1"}, {"A": "1"}, "Invalid value: keys"),
+        ("labels", {"a": "1"}, {"a": ""}, "Invalid value: keys"),
+    ]:
+        status, body = await raw.json("POST", WIDGETS, json=widget("ok", {**GOOD, field: good}))
+        assert status == 201, (field, good, body)
+        await raw.json("DELETE", f"{WIDGETS}/ok")
+        status, body = await raw.json("POST", WIDGETS, json=widget("bad", {**GOOD, field: bad}))
+        assert (status, invalid(body)) == (422, [(f"spec.{field}", message)]), (field, bad)
+
+
+async def test_cel_transition_rules_compare_with_the_stored_object(raw: Raw) -> None:
+    await create_crd(raw, widget_crd(RULES_SPEC))
+    status, current = await raw.json("POST", WIDGETS, json=widget("w", GOOD))
+    assert status == 201, current
+    current["spec"]["fixed"] = "y"
+    status, body = await raw.json("PUT", f"{WIDGETS}/w", json=current)
+    assert status == 422
+    assert (
+        body["message"] == 'Widget.example.com "w" is invalid: spec.fixed: Invalid value: "y": is immutable'
+    )
+    status, body = await raw.json("PATCH", f"{WIDGETS}/w", json={"spec": {"max": 5}}, headers=MERGE)
+    assert (status, body["spec"]["max"]) == (200, 5)  # oldSelf == self for the untouched field
+
+
+@pytest.mark.parametrize(
+    ("rule", "error"),
+    [
+        (
+            "self.nope(",
+            "compilation failed: ERROR: <input>:1:11: Syntax error: mismatched input '<EOF>' expecting "
+            "{'[', '{', '(', ')', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, "
+            "STRING, BYTES, IDENTIFIER}\n | self.nope(\n | ..........^",
+        ),
+        (
+            "self.unknownField > 1",
+            "compilation failed: ERROR: <input>:1:5: undefined field 'unknownField'\n"
+            " | self.unknownField > 1\n | ....^",
+        ),
+        (
+            "self.min + 'a'",
+            "compilation failed: ERROR: <input>:1:10: found no matching overload for '_+_' applied to "
+            "'(int, string)'\n | self.min + 'a'\n | .........^",
+        ),
+        ("1 + 1", "cel expression must evaluate to a bool"),
+    ],
+)
+async def test_a_crd_with_an_invalid_rule_is_refused(raw: Raw, rule: str, error: str) -> None:
+    spec = json.loads(json.dumps(RULES_SPEC))
+    spec["x-kubernetes-validations"] = [{"rule": rule}]
+    status, body = await raw.json("POST", CRDS, json=widget_crd(spec))
+    assert status == 422
+    field = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+    rule_json = json.dumps(
+        {
+            "Rule": rule,
+            "Message": "",
+            "MessageExpression": "",
+            "Reason": None,
+            "FieldPath": "",
+            "OptionalOldSelf": None,
+        },
+        separators=(",", ":"),
+    ).replace(">", "\\u003e")
+    assert invalid(body) == [(field, f"Invalid value: {rule_json}: {error}")]
+
+
+@pytest.mark.envtest_only("the warning about rules it cannot evaluate is mcr-envtest's own")
+async def test_a_rule_mcr_envtest_cannot_evaluate_is_reported_when_the_crd_is_written(raw: Raw) -> None:
+    spec = json.loads(json.dumps(RULES_SPEC))
+    spec["properties"]["size"] = {
+        "type": "string",
+        "x-kubernetes-validations": [{"rule": "quantity(self).isGreaterThan(quantity('1'))"}],
+    }
+    async with raw.request("POST", CRDS, json=widget_crd(spec)) as resp:
+        assert resp.status == 201
+        warnings = resp.headers.getall("Warning", [])
+    where = "spec.validation.openAPIV3Schema.properties[spec].properties[size].x-kubernetes-validations[0]"
+    assert warnings == [
+        f"299 - \"{where}: function 'quantity' is not supported by mcr-envtest; the rule is not enforced\""
+    ]

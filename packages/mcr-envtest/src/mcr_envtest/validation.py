@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from . import _builtin_rules
+from .cel import rules as cel_rules
 from .schema import builtin
 from .schema.structural import apply_defaults, crd_version_schema, prune_unknown
 
@@ -231,8 +232,9 @@ def validate_object(
     """Return the causes that make ``obj`` invalid as a create (``old`` None) or an update.
 
     Checks metadata rules (immutable name/namespace/uid/creationTimestamp, no new finalizers
-    while deleting, label syntax), the required fields and JSON types of the kind's schema, and for
-    CRDs that ``metadata.name`` is ``<plural>.<group>``. Never raises for malformed input: a wrong
+    while deleting, label syntax), the required fields and JSON types of the kind's schema, for
+    CRDs that ``metadata.name`` is ``<plural>.<group>`` and that their CEL rules compile, and for
+    custom resources their CRD's ``x-kubernetes-validations`` rules. Never raises for malformed input: a wrong
     shape is itself reported as a cause. The name itself is checked by :func:`validate_name`.
     """
     causes = _metadata_causes(info, obj, old)
@@ -251,7 +253,10 @@ def validate_object(
         _walk(top, body, "", causes, custom=info.crd is not None)
     if info.group == "apiextensions.k8s.io" and info.kind == "CustomResourceDefinition":
         causes.extend(_crd_causes(obj))
+        causes.extend(cel_rules.crd_causes(obj))
     causes.extend(_builtin_rules.causes(info, obj, old))
+    if info.crd is not None and schema is not None and not causes:  # rules see well-typed values
+        causes.extend(cel_rules.causes(schema, obj, old))
     return causes
 
 

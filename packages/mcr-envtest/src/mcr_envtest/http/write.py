@@ -3,6 +3,7 @@ deletecollection and the subresources (status, scale, token, finalize, access re
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import jsonpatch
@@ -10,6 +11,7 @@ from aiohttp import web
 
 from mcr_envtest import apply as applymod
 from mcr_envtest import errors, strategic
+from mcr_envtest.cel import rules as cel_rules
 from mcr_envtest.resources import ResourceInfo
 from mcr_envtest.schema.structural import undeclared_field
 from mcr_envtest.selectors import parse_field_selector, parse_label_selector
@@ -38,6 +40,8 @@ from .context import Backend, Ctx, json_response
 from .render import render_object
 
 __all__ = ["handle"]
+
+log = logging.getLogger(__name__)
 
 # Upstream answers an immediate DELETE of these with the deleted object, not a Status (the
 # official client's return types depend on it).
@@ -83,6 +87,18 @@ async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
     raise errors.method_not_allowed()
 
 
+def _rule_warnings(info: ResourceInfo, obj: dict[str, Any]) -> list[str]:
+    """For a CRD write: one warning (also logged) per validation rule mcr-envtest cannot evaluate,
+    since such a rule is not enforced on its custom resources."""
+    if info.group_resource != ("apiextensions.k8s.io", "customresourcedefinitions"):
+        return []
+    found = cel_rules.unsupported(obj)
+    name = (obj.get("metadata") or {}).get("name", "")
+    for line in found:
+        log.warning("CustomResourceDefinition %s: %s; the rule is not enforced", name, line)
+    return [f"{line}; the rule is not enforced" for line in found]
+
+
 def _reject_force(ctx: Ctx) -> None:
     if "force" in ctx.query:
         raise errors.invalid(
@@ -106,7 +122,7 @@ async def _create(api: Backend, ctx: Ctx) -> web.StreamResponse:
     obj = api.writer.create(
         storage_info(api, ctx.info), body, ctx.namespace, dry_run=dry, manager=field_manager(ctx)
     )
-    return warn(render_object(ctx, obj, 201), warnings)
+    return warn(render_object(ctx, obj, 201), warnings + _rule_warnings(ctx.info, obj))
 
 
 async def _update(api: Backend, ctx: Ctx) -> web.StreamResponse:
@@ -122,7 +138,7 @@ async def _update(api: Backend, ctx: Ctx) -> web.StreamResponse:
         dry_run=dry,
         manager=field_manager(ctx),
     )
-    return warn(render_object(ctx, obj), warnings)
+    return warn(render_object(ctx, obj), warnings + _rule_warnings(ctx.info, obj))
 
 
 async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
@@ -190,7 +206,7 @@ async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
         manager=field_manager(ctx),
         require_rv=False,
     )
-    return warn(render_object(ctx, obj), warnings)
+    return warn(render_object(ctx, obj), warnings + _rule_warnings(info, obj))
 
 
 async def _apply(
