@@ -729,3 +729,86 @@ async def test_a_rule_mcr_envtest_cannot_evaluate_is_reported_when_the_crd_is_wr
     assert warnings == [
         f"299 - \"{where}: function 'quantity' is not supported by mcr-envtest; the rule is not enforced\""
     ]
+
+
+# ---------------------------------------------------------------- protobuf responses
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+async def fetch(raw: Raw, path: str, accept: str) -> tuple[int, str, bytes]:
+    async with raw.request("GET", path, headers={"Accept": accept}) as resp:
+        return resp.status, resp.headers.get("Content-Type", ""), await resp.read()
+
+
+async def test_built_in_kinds_are_served_as_protobuf(raw: Raw) -> None:
+    from mcr_envtest.schema.protobuf import decode_protobuf
+
+    cm = {
+        "metadata": {"name": "c", "labels": {"b": "2", "a": "1"}},
+        "data": {"x": "y"},
+        "binaryData": {"z": "AAE="},
+    }
+    status, _ = await raw.json("POST", f"{NS}/configmaps", json=cm)
+    assert status == 201
+    deployment = {
+        "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": pod_template({"a": "b"})},
+    }
+    status, _ = await raw.json("POST", f"{APPS}/deployments", json=deployment)
+    assert status == 201
+
+    def without_nulls(value: Any) -> Any:  # Go writes a zero time as null in JSON, not at all in protobuf
+        if isinstance(value, dict):
+            return {k: without_nulls(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list):
+            return [without_nulls(v) for v in value]
+        return value
+
+    for path in (
+        f"{NS}/configmaps/c",
+        f"{NS}/configmaps",
+        f"{NS}/services/kubernetes",
+        f"{APPS}/deployments/d",
+    ):
+        status, as_json = await raw.json("GET", path)
+        status, ctype, body = await fetch(raw, path, PROTOBUF)
+        assert (status, ctype) == (200, PROTOBUF), path
+        assert body.startswith(b"k8s\x00")
+        decoded = without_nulls(decode_protobuf(body))
+        if "deployments" in path:  # the deployment controller may write status in between
+            assert decoded["spec"] == without_nulls(as_json["spec"])
+        elif "items" in as_json:  # a list: its resourceVersion may move in between
+            items = [
+                {k: v for k, v in i.items() if k not in ("apiVersion", "kind")} for i in as_json["items"]
+            ]
+            assert decoded["items"] == without_nulls(items), path
+        else:
+            assert decoded == without_nulls(as_json), path
+    # JSON still wins where the client prefers it
+    status, ctype, _ = await fetch(raw, f"{NS}/configmaps/c", f"application/json, {PROTOBUF}")
+    assert (status, ctype) == (200, "application/json")
+    # errors come as protobuf Status objects
+    status, ctype, body = await fetch(raw, f"{NS}/configmaps/nope", PROTOBUF)
+    assert (status, ctype) == (404, PROTOBUF)
+    assert body.startswith(b"k8s\x00\n\x0c\n\x02v1\x12\x06Status")
+    assert b'configmaps "nope" not found' in body
+
+
+async def test_custom_resources_refuse_protobuf_as_upstream(raw: Raw) -> None:
+    await create_crd(raw, widget_crd())
+    status, _ = await raw.json("POST", WIDGETS, json=widget("w", {"size": 1}))
+    assert status == 201
+    message = (
+        b"only the following media types are accepted: application/json, application/yaml, "
+        b"application/vnd.kubernetes.protobuf"
+    )
+    expected = (
+        b"k8s\x00\n\x0c\n\x02v1\x12\x06Status\x12\x99\x01\n\x06\n\x00\x12\x00\x1a\x00\x12\x07Failure\x1at"
+        + message
+        + b'"\rNotAcceptable0\x96\x03\x1a\x00"\x00'
+    )
+    for path in (f"{WIDGETS}/w", WIDGETS):
+        assert await fetch(raw, path, PROTOBUF) == (406, PROTOBUF, expected), path
+        status, ctype, _ = await fetch(raw, path, f"{PROTOBUF}, application/json")
+        assert (status, ctype) == (200, "application/json"), path

@@ -124,15 +124,24 @@ async def test_failed_json_patch_applies_nothing(raw: Raw) -> None:
     assert after["metadata"]["resourceVersion"] == cm["metadata"]["resourceVersion"]
 
 
-@pytest.mark.envtest_only("difference: kube-apiserver serves protobuf; mcr-envtest answers JSON or 406")
 async def test_not_acceptable_is_406(raw: Raw) -> None:
-    status, body = await raw.json("GET", CM, headers={"Accept": "application/vnd.kubernetes.protobuf"})
+    status, body = await raw.json("GET", CM, headers={"Accept": "text/html"})
     assert status == 406
     assert body["reason"] == "NotAcceptable"
-    status, body = await raw.json(
-        "GET", CM, headers={"Accept": "application/vnd.kubernetes.protobuf,application/json"}
+    assert body["message"] == (
+        "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, "
+        "application/vnd.kubernetes.protobuf, application/json;stream=watch, "
+        "application/vnd.kubernetes.protobuf;stream=watch"
     )
-    assert status == 200
+    status, body = await raw.json("GET", f"{CM}/any", headers={"Accept": "text/html"})
+    assert (status, body["message"]) == (
+        406,
+        "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, "
+        "application/vnd.kubernetes.protobuf",
+    )
+    async with raw.request("GET", CM, headers={"Accept": "text/html,application/json"}) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == "application/json"
 
 
 async def test_method_not_allowed(raw: Raw) -> None:

@@ -111,6 +111,7 @@ def _pod_spec(spec: Any) -> None:
         if isinstance(c, dict):
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("resources", {})
             image = str(c.get("image", ""))
             latest = image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]
             c.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")

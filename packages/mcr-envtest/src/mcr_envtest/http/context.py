@@ -10,6 +10,8 @@ import orjson
 from aiohttp import web
 
 from mcr_envtest import errors
+from mcr_envtest.schema.protobuf import PROTOBUF
+from mcr_envtest.schema.protobuf_encode import encode_object
 
 if TYPE_CHECKING:
     from mcr_envtest.auth import Authenticator, Authorizer, UserInfo
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
     from mcr_envtest.store import Store
     from mcr_envtest.writer import Writer
 
-__all__ = ["JSON", "Backend", "Ctx", "json_response", "status_response"]
+__all__ = ["JSON", "PROTOBUF", "Backend", "Ctx", "json_response", "protobuf_response", "status_response"]
 
 JSON = "application/json"
 
@@ -50,7 +52,7 @@ class Ctx:
     verb: str
     user: UserInfo
     all_namespaces: bool = False
-    output: str = "json"  # json | table | pom | yaml
+    output: str = "json"  # json | table | pom | yaml | protobuf
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -67,10 +69,20 @@ def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = 
     return web.Response(body=body, status=status, content_type=JSON, headers=headers)
 
 
-def status_response(exc: errors.StatusError) -> web.Response:
-    """The Status of ``exc`` encoded byte for byte as kube-apiserver does."""
+def status_response(exc: errors.StatusError, *, protobuf: bool = False) -> web.Response:
+    """The Status of ``exc`` encoded byte for byte as kube-apiserver does (as protobuf when
+    ``protobuf``: the request's Accept prefers it)."""
     if isinstance(exc, errors.PageNotFound):
         return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
+    if protobuf:
+        return protobuf_response(encode_object(exc.status), exc.code, dict(exc.headers))
     return web.Response(
         body=errors.encode_status(exc.status), status=exc.code, content_type=JSON, headers=dict(exc.headers)
     )
+
+
+def protobuf_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """A ``application/vnd.kubernetes.protobuf`` response of an encoded body."""
+    resp = web.Response(body=body, status=status, headers=headers)
+    resp.headers["Content-Type"] = PROTOBUF
+    return resp

@@ -14,10 +14,11 @@ import yaml
 from aiohttp import web
 
 from mcr_envtest import errors, table
+from mcr_envtest.schema.protobuf_encode import encode_object
 from mcr_envtest.selectors import Selector, parse_field_selector, parse_label_selector
 from mcr_envtest.store import ListSnapshot, decode_continue, encode_continue
 
-from .context import Backend, Ctx, json_response
+from .context import Backend, Ctx, json_response, protobuf_response
 from .render import convert, include_object, needs_convert, partial_metadata, render_object
 
 __all__ = ["handle", "parse_rv", "request_selector"]
@@ -255,6 +256,14 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
                 "items": [partial_metadata(o) for o, _ in matched],
             }
         )
+    if ctx.output == "protobuf":
+        listed = {
+            "kind": info.list_kind,
+            "apiVersion": info.api_version,
+            "metadata": meta_out,
+            "items": [convert(ctx, o) for o, _ in matched],
+        }
+        return protobuf_response(encode_object(listed))
     if ctx.output == "yaml":
         doc = {
             "kind": info.list_kind,

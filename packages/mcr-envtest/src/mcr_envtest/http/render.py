@@ -9,15 +9,42 @@ import yaml
 from aiohttp import web
 
 from mcr_envtest import errors, table
+from mcr_envtest.schema.protobuf_encode import encode_object
 
-from .context import Ctx, json_response
+from .context import PROTOBUF, Ctx, json_response, protobuf_response
 
-__all__ = ["convert", "include_object", "needs_convert", "negotiate", "partial_metadata", "render_object"]
+__all__ = [
+    "convert",
+    "include_object",
+    "needs_convert",
+    "negotiate",
+    "partial_metadata",
+    "prefers_protobuf",
+    "render_object",
+]
 
 
-def negotiate(accept: str) -> str:
+_TYPES = "application/json, application/yaml, " + PROTOBUF
+_STREAMS = f", application/json;stream=watch, {PROTOBUF};stream=watch"
+
+
+def _not_acceptable(builtin: bool, collection: bool) -> errors.StatusError:
+    # kube-apiserver words this differently for built-in kinds (their REST handlers) and CRs
+    if not builtin:
+        return errors.StatusError(
+            406, "NotAcceptable", f"only the following media types are accepted: {_TYPES}"
+        )
+    listed = _TYPES + (_STREAMS if collection else "")
+    return errors.StatusError(
+        406, "NotAcceptable", f"406: Not Acceptable\n\nAvailable representations: {listed}"
+    )
+
+
+def negotiate(accept: str, *, protobuf: bool = False, builtin: bool = False, collection: bool = False) -> str:
     """The representation to answer with: ``json``, ``table``, ``pom`` (PartialObjectMetadata),
-    ``yaml``; raises 406 when nothing in Accept can be served."""
+    ``yaml``, or ``protobuf`` when ``protobuf`` (the kind has a protobuf encoding) and Accept
+    prefers it; raises 406 when nothing in Accept can be served (worded for a ``builtin`` kind or
+    a custom resource, listing the watch streams for a ``collection``)."""
     if not accept:
         return "json"
     for part in accept.split(","):
@@ -38,11 +65,21 @@ def negotiate(accept: str) -> str:
             continue
         if mt in ("application/yaml", "text/yaml"):
             return "yaml"
-    raise errors.StatusError(
-        406,
-        "NotAcceptable",
-        "only the following media types are accepted: application/json, application/yaml",
-    )
+        if mt == PROTOBUF and protobuf and as_ is None:
+            return "protobuf"
+    raise _not_acceptable(builtin, collection)
+
+
+def prefers_protobuf(accept: str) -> bool:
+    """True when the first type in Accept that kube-apiserver serves is protobuf (errors are
+    then encoded as protobuf Status objects)."""
+    for part in accept.split(","):
+        mt = part.split(";", 1)[0].strip().lower()
+        if mt == PROTOBUF:
+            return True
+        if mt in ("application/json", "*/*", "application/*", "application/yaml", "text/yaml"):
+            return False
+    return False
 
 
 def convert(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +122,8 @@ def render_object(ctx: Ctx, obj: dict[str, Any], status: int = 200, raw: bytes |
         return web.Response(
             text=yaml.safe_dump(convert(ctx, obj)), status=status, content_type="application/yaml"
         )
+    if ctx.output == "protobuf":
+        return protobuf_response(encode_object(convert(ctx, obj)), status)
     if raw is not None and not needs_convert(ctx):
         return json_response(raw, status)
     return json_response(convert(ctx, obj), status)

@@ -22,10 +22,11 @@ from mcr_envtest.auth import Authenticator, Authorizer, RequestAttributes, Unaut
 from mcr_envtest.faults import Faults, LoggedRequest
 from mcr_envtest.impersonation import impersonate
 from mcr_envtest.resources import Registry
+from mcr_envtest.schema.protobuf import supported as protobuf_supported
 
 from . import read, watch, write
 from .context import Ctx, json_response, status_response
-from .render import negotiate
+from .render import negotiate, prefers_protobuf
 
 if TYPE_CHECKING:
     from mcr_envtest.store import Store
@@ -108,7 +109,8 @@ class Api:
             return resp
         except errors.StatusError as exc:
             status = exc.code
-            return status_response(exc)
+            accept = request.headers.get("Accept", "")
+            return status_response(exc, protobuf=request.path.startswith("/api") and prefers_protobuf(accept))
         except web.HTTPRequestEntityTooLarge:
             status = 413
             return status_response(errors.request_entity_too_large())
@@ -341,7 +343,14 @@ class Api:
             raise errors.method_not_allowed()
         if verb != "watch" or not q.get("watch"):
             pass
-        output = negotiate(request.headers.get("Accept", ""))
+        # protobuf for built-in kinds; a watch streams JSON (its protobuf framing is not served)
+        encodable = verb != "watch" and info.crd is None and protobuf_supported(info.api_version, info.kind)
+        output = negotiate(
+            request.headers.get("Accept", ""),
+            protobuf=encodable,
+            builtin=info.crd is None,
+            collection=not name and not sub,
+        )
         return Ctx(
             request,
             info,
