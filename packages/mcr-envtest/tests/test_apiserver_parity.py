@@ -378,6 +378,17 @@ async def test_health_endpoints_list_their_checks_when_verbose(raw: Raw, endpoin
     assert "[+]etcd excluded: ok" in body.splitlines()
 
 
+async def test_health_paths_need_credentials_without_anonymous_auth(apiserver: ServerThread) -> None:
+    nobody = Raw(apiserver)
+    nobody.session.headers.pop("Authorization")
+    try:
+        for path in ("/readyz", "/livez?verbose", "/healthz/ping", "/version"):
+            status, body = await nobody.json("GET", path)
+            assert (status, body["reason"]) == (401, "Unauthorized"), path
+    finally:
+        await nobody.close()
+
+
 async def test_single_health_checks(raw: Raw) -> None:
     for path in (
         "/readyz/ping",

@@ -150,10 +150,11 @@ class Api:
         if fail is not None:
             return self._injected_failure(*fail), ""
         path = request.path
-        if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
-            return self._health(request), ""
         user = impersonate(request.headers, self._authenticate(request, path), self.authorizer)
         who.append(user.name)  # logged even when the request then fails
+        # health paths: anyone authenticated (and anonymous users when allowed) may read them
+        if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
+            return self._health(request), user.name
         segs = [s for s in path.split("/") if s]
         if not segs or segs[0] not in ("api", "apis"):
             return await self._non_resource(request, segs, user), user.name
@@ -230,7 +231,7 @@ class Api:
             raise errors.StatusError(401, "Unauthorized", "Unauthorized") from None
         if user is not None:
             return user
-        if self.anonymous or path in NON_RESOURCE_PUBLIC:
+        if self.anonymous:  # without anonymous auth, even the health paths need credentials
             return UserInfo("system:anonymous", ("system:unauthenticated",))
         raise errors.StatusError(401, "Unauthorized", "Unauthorized")
 
@@ -276,9 +277,8 @@ class Api:
         )
         allowed, _ = self.authorizer.authorize(user, attrs)
         if not allowed:
-            raise errors.forbidden(
-                f'forbidden: User "{user.name}" cannot {request.method.lower()} path "{request.path}"'
-            )
+            message = f'forbidden: User "{user.name}" cannot {request.method.lower()} path "{request.path}"'
+            raise errors.StatusError(403, "Forbidden", message, details=errors.EMPTY_DETAILS)
 
     # ------------------------------------------------------------------ parse
     def _parse(self, request: web.Request, segs: list[str], user: UserInfo) -> Ctx | None:
