@@ -823,3 +823,23 @@ async def test_custom_resources_refuse_protobuf_as_upstream(raw: Raw) -> None:
         assert await fetch(raw, path, PROTOBUF) == (406, PROTOBUF, expected), path
         status, ctype, _ = await fetch(raw, path, f"{PROTOBUF}, application/json")
         assert (status, ctype) == (200, "application/json"), path
+
+
+async def test_watches_of_built_in_kinds_stream_protobuf_frames(raw: Raw) -> None:
+    from mcr_envtest.schema.protobuf import decode_protobuf
+
+    status, _ = await raw.json(
+        "POST", f"{NS}/configmaps", json={"metadata": {"name": "a"}, "data": {"k": "v"}}
+    )
+    assert status == 201
+    path = f"{NS}/configmaps?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Da"
+    async with raw.request("GET", path, headers={"Accept": PROTOBUF}) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == f"{PROTOBUF};stream=watch"
+        data = await resp.read()
+    size = int.from_bytes(data[:4], "big")
+    frame = data[4 : 4 + size]
+    assert frame.startswith(b"\n\x05ADDED\x12")  # WatchEvent: type, then object (RawExtension)
+    envelope = frame[frame.index(b"k8s\x00") :]
+    obj = decode_protobuf(envelope)
+    assert (obj["kind"], obj["metadata"]["name"], obj["data"]) == ("ConfigMap", "a", {"k": "v"})

@@ -343,8 +343,7 @@ class Api:
             raise errors.method_not_allowed()
         if verb != "watch" or not q.get("watch"):
             pass
-        # protobuf for built-in kinds; a watch streams JSON (its protobuf framing is not served)
-        encodable = verb != "watch" and info.crd is None and protobuf_supported(info.api_version, info.kind)
+        encodable = info.crd is None and protobuf_supported(info.api_version, info.kind)
         output = negotiate(
             request.headers.get("Accept", ""),
             protobuf=encodable,

@@ -13,10 +13,11 @@ from aiohttp import web
 
 from mcr_envtest import errors, table
 from mcr_envtest.faults import WatchFault
+from mcr_envtest.schema.protobuf_encode import encode_watch_event
 from mcr_envtest.selectors import Selector
 from mcr_envtest.store import Event
 
-from .context import JSON, Backend, Ctx
+from .context import JSON, PROTOBUF, Backend, Ctx
 from .read import parse_rv, request_selector
 from .render import convert, include_object, needs_convert, partial_metadata
 
@@ -37,11 +38,21 @@ class _Renderer:
     def __init__(self, ctx: Ctx) -> None:
         self.ctx = ctx
         self.first = True
+        self.protobuf = ctx.output == "protobuf"
         self.plain = ctx.output == "json" and not needs_convert(ctx)
         self.include = include_object(ctx) if ctx.output == "table" else "Metadata"
+        self.content_type = PROTOBUF + ";stream=watch" if self.protobuf else JSON
+
+    def error(self, status: dict[str, Any]) -> bytes:
+        """An ERROR event carrying ``status``."""
+        if self.protobuf:
+            return encode_watch_event("ERROR", status)
+        return _event_line("ERROR", errors.encode_status(status, newline=False))
 
     def obj(self, etype: str, obj: dict[str, Any], raw: bytes | None = None) -> bytes:
         ctx = self.ctx
+        if self.protobuf:
+            return encode_watch_event(etype, convert(ctx, obj))
         if self.plain and raw is not None:
             return _event_line(etype, raw)
         if ctx.output == "table":
@@ -65,9 +76,10 @@ class _Renderer:
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
         info = self.ctx.info
-        return _event_line(
-            "BOOKMARK", orjson.dumps({"kind": info.kind, "apiVersion": info.api_version, "metadata": meta})
-        )
+        bookmark = {"kind": info.kind, "apiVersion": info.api_version, "metadata": meta}
+        if self.protobuf:
+            return encode_watch_event("BOOKMARK", bookmark)
+        return _event_line("BOOKMARK", orjson.dumps(bookmark))
 
 
 def _transition(ev: Event, sel: Selector, r: _Renderer) -> bytes | None:
@@ -177,13 +189,13 @@ async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
             expired = exc
         snapshot_rv = store.rv
     resp = web.StreamResponse(
-        status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"}
+        status=200, headers={"Content-Type": renderer.content_type, "Cache-Control": "no-cache, private"}
     )
     resp.enable_chunked_encoding()
     try:
         await resp.prepare(ctx.request)
         if expired is not None:
-            await resp.write(_event_line("ERROR", errors.encode_status(expired.status, newline=False)))
+            await resp.write(renderer.error(expired.status))
             await resp.write_eof()
             return resp
         assert watcher is not None
@@ -229,7 +241,7 @@ def _render(events: list[Event], ns: str, sel: Selector, r: _Renderer) -> list[b
     return out
 
 
-async def _end_with(resp: web.StreamResponse, transport: Any, fault: WatchFault) -> None:
+async def _end_with(resp: web.StreamResponse, transport: Any, fault: WatchFault, r: _Renderer) -> None:
     """End a stream as ``fault`` says (see :class:`~mcr_envtest.faults.WatchFault`)."""
     if fault.kind == "reset":
         if transport is not None:
@@ -238,7 +250,7 @@ async def _end_with(resp: web.StreamResponse, transport: Any, fault: WatchFault)
     if fault.kind == "error":
         reason, message = _WATCH_ERROR_REASONS.get(fault.status, ("InternalError", "injected watch error"))
         status = errors.status_object(fault.status, reason, message)
-        await resp.write(_event_line("ERROR", errors.encode_status(status, newline=False)))
+        await resp.write(r.error(status))
     elif fault.kind == "malformed":
         await resp.write(_MALFORMED)
     await resp.write_eof()
@@ -306,7 +318,7 @@ async def _stream(
             await resp.write(r.bookmark(last_rv))
             next_bookmark = loop.time() + api.bookmark_interval
     if struck and fault is not None:
-        await _end_with(resp, transport, fault)
+        await _end_with(resp, transport, fault, r)
         return
     if watcher.closed and watcher.overflowed:
         return

@@ -17,7 +17,7 @@ from typing import Any
 
 from .protobuf import _table, supported
 
-__all__ = ["encode_object", "supported"]
+__all__ = ["encode_object", "encode_watch_event", "supported"]
 
 _MAGIC = b"k8s\x00"
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
@@ -186,3 +186,10 @@ def encode_object(obj: dict[str, Any], api_version: str | None = None, kind: str
     if package is None or name not in _table()["messages"]:
         raise ValueError(f"protobuf encoding of {api_version}/{kind} is not supported")
     return _envelope(api_version, kind, _message(obj, name))
+
+
+def encode_watch_event(event_type: str, obj: dict[str, Any]) -> bytes:
+    """One frame of a protobuf watch stream (``;stream=watch``): a 4-byte big-endian length, then
+    a ``WatchEvent`` message whose object is ``obj`` encoded as :func:`encode_object` encodes it."""
+    message = _len_field(1, event_type.encode()) + _len_field(2, _len_field(1, encode_object(obj)))
+    return struct.pack(">I", len(message)) + message
