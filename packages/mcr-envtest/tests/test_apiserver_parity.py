@@ -843,3 +843,25 @@ async def test_watches_of_built_in_kinds_stream_protobuf_frames(raw: Raw) -> Non
     envelope = frame[frame.index(b"k8s\x00") :]
     obj = decode_protobuf(envelope)
     assert (obj["kind"], obj["metadata"]["name"], obj["data"]) == ("ConfigMap", "a", {"k": "v"})
+
+
+async def test_openapi_v3_caching_headers_and_negotiation(raw: Raw) -> None:
+    async with raw.request("GET", "/openapi/v3") as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == "text/plain; charset=utf-8"  # JSON, labelled as upstream does
+        index = json.loads(await resp.read())
+    url = index["paths"]["apis/apps/v1"]["serverRelativeURL"]
+    digest = url.split("hash=", 1)[1]
+    async with raw.request("GET", url) as resp:
+        assert resp.status == 200
+        assert resp.headers["ETag"] == f'"{digest}"'
+        assert resp.headers["Cache-Control"] == "public, immutable"
+        assert resp.headers["Vary"] == "Accept"
+    async with raw.request("GET", "/openapi/v3/apis/apps/v1") as resp:
+        assert (resp.headers["Cache-Control"], resp.headers["ETag"]) == ("no-cache, private", f'"{digest}"')
+    async with raw.request(
+        "GET", "/openapi/v3/apis/apps/v1", headers={"If-None-Match": f'"{digest}"'}
+    ) as resp:
+        assert resp.status == 304
+    async with raw.request("GET", "/openapi/v3/apis/apps/v1", headers={"Accept": "text/html"}) as resp:
+        assert (resp.status, await resp.read()) == (406, b"")

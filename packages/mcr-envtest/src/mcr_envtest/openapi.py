@@ -23,7 +23,7 @@ from .schema.structural import crd_version_schema
 if TYPE_CHECKING:
     from .resources import Registry, ResourceInfo
 
-__all__ = ["group_version_document", "root_document", "warm_schemas"]
+__all__ = ["group_version_document", "group_version_hash", "root_document", "warm_schemas"]
 
 _cache: weakref.WeakKeyDictionary[Any, dict[tuple[int, str, str], dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
@@ -37,7 +37,8 @@ def _gv_key(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
-def _gv_hash(registry: Registry, group: str, version: str) -> str:
+def group_version_hash(registry: Registry, group: str, version: str) -> str:
+    """The hash naming the current document of a group-version (its ``?hash=`` and ETag)."""
     h = hashlib.sha512()
     for info in sorted(registry.resources_for(group, version), key=lambda i: i.plural):
         h.update(f"{info.plural}/{info.kind}/{info.namespaced}/{sorted(info.verbs)}".encode())
@@ -73,7 +74,9 @@ def root_document(registry: Registry) -> dict[str, Any]:
             if not registry.resources_for(group, version):
                 continue
             key = _gv_key(group, version)
-            paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={_gv_hash(registry, group, version)}"}
+            paths[key] = {
+                "serverRelativeURL": f"/openapi/v3/{key}?hash={group_version_hash(registry, group, version)}"
+            }
     return {"paths": paths}
 
 

@@ -410,22 +410,37 @@ class Api:
         if path == "/openapi/v2":
             return self._openapi_v2(request, accept)
         if segs[:2] == ["openapi", "v3"]:
-            if len(segs) == 2:
-                return json_response(openapi.root_document(self.registry))
-            rest = segs[2:]
-            gv: tuple[str, str] | None = None
-            if len(rest) == 2 and rest[0] == "api":
-                gv = ("", rest[1])
-            elif len(rest) == 3 and rest[0] == "apis":
-                gv = (rest[1], rest[2])
-            if gv is not None:
-                gdoc = openapi.group_version_document(self.registry, *gv)
-                if gdoc is not None:
-                    return json_response(
-                        gdoc,
-                        headers={"Cache-Control": "public, immutable"} if "hash" in request.query else None,
-                    )
+            return self._openapi_v3(request, segs[2:], accept)
         raise errors.PageNotFound
+
+    def _openapi_v3(self, request: web.Request, rest: list[str], accept: str) -> web.Response:
+        if not rest:  # the index, served as kube-apiserver serves it: JSON labelled text/plain
+            body = orjson.dumps(openapi.root_document(self.registry))
+            resp = web.Response(body=body, headers={"Cache-Control": "no-cache, private"})
+            resp.content_type = "text/plain"
+            resp.charset = "utf-8"
+            return resp
+        gv: tuple[str, str] | None = None
+        if len(rest) == 2 and rest[0] == "api":
+            gv = ("", rest[1])
+        elif len(rest) == 3 and rest[0] == "apis":
+            gv = (rest[1], rest[2])
+        doc = openapi.group_version_document(self.registry, *gv) if gv is not None else None
+        if gv is None or doc is None:
+            raise errors.PageNotFound
+        headers = {"Cache-Control": "no-cache, private", "Vary": "Accept"}
+        if openapi_v2.negotiate(accept) is None:  # (kube-apiserver also serves gnostic protobuf)
+            return web.Response(status=406, headers=headers)
+        etag = f'"{openapi.group_version_hash(self.registry, *gv)}"'
+        headers.update({"ETag": etag, "Accept-Ranges": "bytes"})
+        if "hash" in request.query:
+            headers["Cache-Control"] = "public, immutable"
+            headers["Expires"] = time.strftime(
+                "%a, %d %b %Y %H:%M:%S UTC", time.gmtime(time.time() + 365 * 86400)
+            )
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers=headers)
+        return json_response(doc, headers=headers)
 
     def _openapi_v2(self, request: web.Request, accept: str) -> web.Response:
         # kube-apiserver answers a type it cannot produce with an empty 406
