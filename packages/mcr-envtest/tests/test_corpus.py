@@ -165,6 +165,11 @@ def test_compare_honours_the_step_options() -> None:
     only = Step(id="s", method="GET", path="/x", paths=("/kind",), exists=("/big", "/extra"))
     assert compare(only, (), a, b) == [Difference("/extra", MISSING, "present")]
     assert compare(Step(id="s", method="GET", path="/x", compare="status"), (), a, b) == []
+    warned = Answer(200, "application/json", a.body, {"warning": '299 - "unknown field"'})
+    headers = Step(id="s", method="GET", path="/x", compare="status", response_headers=("warning",))
+    assert compare(headers, (), a, warned) == [
+        Difference("<header:warning>", MISSING, '299 - "unknown field"')
+    ]
     failed = Answer(404, "application/json", {"kind": "Status", "reason": "NotFound", "message": "gone"})
     assert compare(step, (), a, failed) == [Difference(STATUS, 200, "404 NotFound: gone")]
 

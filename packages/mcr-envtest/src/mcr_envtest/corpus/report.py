@@ -6,8 +6,10 @@
 that nobody fixes yet). The last two are meant to become empty; the report names their entries
 apart from the accepted ones.
 ``sequence`` and ``step`` are shell-style patterns (``*`` matches all); ``path`` is a pointer
-prefix: the entry covers a difference at that pointer or below it (``<status>`` and
-``<content-type>`` name those two; no ``path`` covers the whole step).
+prefix: the entry covers a difference at that pointer or below it (``<status>``,
+``<content-type>`` and ``<header:NAME>`` name those; no ``path`` covers the whole step). A path
+with ``*`` is a shell-style pattern whose ``*`` also matches ``/`` (``/items/*/kind``,
+``*/fieldsV1/*/.``), again covering what lies below a match.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Allowance:
             return False
         if self.path is None:
             return True
+        if "*" in self.path:
+            return any(fnmatch.fnmatchcase(diff.path, p) for p in (self.path, self.path + "/*"))
         return diff.path == self.path or diff.path.startswith(self.path.rstrip("/") + "/")
 
     def __str__(self) -> str:

@@ -110,9 +110,11 @@ async def run_sequence(seq: Sequence, target: Target, run_id: str) -> Run:
             for var, pointer in step.save.items():
                 value = resolve(raw.body, pointer)
                 variables[var] = "" if value is MISSING else value
+            # every answer is normalised, so that placeholders learnt from setup steps are used
+            body = normalise(raw.body)
             if step.compare != "none":
                 headers = {h: normalise(raw.headers[h]) for h in step.response_headers if h in raw.headers}
-                result.answers[step.id] = Answer(raw.status, raw.content_type, normalise(raw.body), headers)
+                result.answers[step.id] = Answer(raw.status, raw.content_type, body, headers)
     finally:
         for step in seq.cleanup:
             await _run_step(target, step, variables)
