@@ -181,6 +181,10 @@ def test_allowlist_entries_cover_their_path_and_below_only() -> None:
     assert not entry.covers("secret", "create-x", Difference("/database", 1, 2))
     assert not entry.covers("secret", "get", Difference("/data", 1, 2))
     assert Allowance("*", "*", None, "why").covers("x", "y", Difference(STATUS, 1, 2))
+    pattern = Allowance("*", "*", "*/fieldsV1/*/.", "why")
+    assert pattern.covers("x", "y", Difference("/items/0/metadata/managedFields/0/fieldsV1/f:data/.", 1, 2))
+    assert not pattern.covers("x", "y", Difference("/metadata/managedFields/0/fieldsV1/f:data/f:a", 1, 2))
+    assert Allowance("*", "*", "/items/*/kind", "why").covers("x", "y", Difference("/items/12/kind", 1, 2))
 
 
 # ---------------------------------------------------------------------------------- the runner
@@ -205,6 +209,10 @@ async def test_runner_compares_two_servers_and_finds_no_difference_between_twins
         "DELETED",
     ]
     assert "0 differences outside the allow-list" in report.format()
+    expired = outcomes[2].against.answers["expired"].body  # what the allow-list says of this step
+    assert [(e["type"], e["object"]["code"], e["object"]["reason"]) for e in expired] == [
+        ("ERROR", 410, "Expired")
+    ]
 
 
 def test_cli_lists_the_corpus_and_refuses_unknown_sequences(capsys: pytest.CaptureFixture[str]) -> None:
