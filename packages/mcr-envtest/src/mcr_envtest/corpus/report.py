@@ -172,11 +172,21 @@ class Report:
                 for entry, n in self.allowed.items():
                     if entry.section == section:
                         lines.append(f"  [{section}] {entry}: {n}")
-        unused = [e for e in self.allowlist if e not in self.allowed]
+        ran = [(o.sequence.name, step) for o in self.outcomes for step in o.against.answers]
+        unused = [
+            e
+            for e in self.allowlist
+            if e not in self.allowed
+            and any(fnmatch.fnmatchcase(q, e.sequence) and fnmatch.fnmatchcase(s, e.step) for q, s in ran)
+        ]
         if unused:
             lines.append("")
-            lines.append("allow-list entries that matched nothing (remove them?):")
-            lines.extend(f"  {e}" for e in unused)
+            lines.append(
+                f"{len(unused)} allow-list entries for steps that ran matched nothing (remove them?):"
+            )
+            lines.extend(f"  {e}" for e in unused[:30])
+            if len(unused) > 30:
+                lines.append(f"  ... and {len(unused) - 30} more")
 
         def took(o: Outcome) -> float:
             return max(o.against.seconds, o.reference.seconds if o.reference else 0.0)
