@@ -865,3 +865,13 @@ async def test_openapi_v3_caching_headers_and_negotiation(raw: Raw) -> None:
         assert resp.status == 304
     async with raw.request("GET", "/openapi/v3/apis/apps/v1", headers={"Accept": "text/html"}) as resp:
         assert (resp.status, await resp.read()) == (406, b"")
+
+
+async def test_fields_v1_lists_fields_in_upstream_order(raw: Raw) -> None:
+    body = {"metadata": {"name": "c", "labels": {"z": "1", "a": "2"}}, "data": {"y": "1", "b": "2"}}
+    status, cm = await raw.json("POST", f"{NS}/configmaps", json=body)
+    assert status == 201
+    fields = cm["metadata"]["managedFields"][0]["fieldsV1"]
+    assert list(fields) == ["f:data", "f:metadata"]
+    assert [k for k in fields["f:data"] if k != "."] == ["f:b", "f:y"]
+    assert [k for k in fields["f:metadata"]["f:labels"] if k != "."] == ["f:a", "f:z"]

@@ -115,6 +115,15 @@ def field_set(obj: Any, schema: dict[str, Any] | None) -> FieldSet:
     return out
 
 
+def _order(elem: str) -> tuple[int, str]:
+    # upstream's order of path elements: the node itself, fields, keys, values, indexes
+    return ({".": 0, "f": 1, "k": 2, "v": 3, "i": 4}.get(elem.partition(":")[0], 5), elem)
+
+
+def _sorted(node: dict[str, Any]) -> dict[str, Any]:
+    return {k: _sorted(node[k]) for k in sorted(node, key=_order)}
+
+
 def is_ignored(path: Path) -> bool:
     """True for paths under a server-owned field."""
     return any(path[: len(i)] == i for i in IGNORED)
@@ -162,7 +171,7 @@ def encode(paths: FieldSet) -> dict[str, Any]:
             node = node[elem]
         if node:
             node["."] = {}
-    return root
+    return _sorted(root)
 
 
 def decode(fields: Any) -> FieldSet:
