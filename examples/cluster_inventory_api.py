@@ -22,10 +22,10 @@ import logging
 from collections.abc import Sequence
 
 from mcr.builder import controller_managed_by
-from mcr.config import RestConfig, load_config
 from mcr.errors import ClusterNotFoundError, NotFoundError
 from mcr.manager import Manager
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig, load_config
 from mcr_provider_inventory import ClusterProfileProvider
 
 log = logging.getLogger("cluster-inventory-api")

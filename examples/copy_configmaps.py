@@ -30,11 +30,11 @@ from typing import Any
 
 from mcr.builder import controller_managed_by
 from mcr.cluster import Cluster
-from mcr.config import load_config
 from mcr.errors import ClusterNotFoundError, NotFoundError
 from mcr.manager import Manager
 from mcr.predicate import predicate_from
 from mcr.reconcile import Request, Result
+from mcr.rest.config import load_config
 from mcr.source import Channel, GenericEvent
 from mcr_provider_file import FileProvider
 

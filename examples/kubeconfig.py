@@ -28,10 +28,10 @@ import yaml
 
 from mcr.builder import controller_managed_by
 from mcr.cluster import Cluster
-from mcr.config import RestConfig, load_config
 from mcr.errors import ClusterNotFoundError, NotFoundError
 from mcr.manager import Manager
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig, load_config
 from mcr_provider_kubeconfig import KubeconfigProvider, kubeconfig_secret
 
 log = logging.getLogger("kubeconfig-example")

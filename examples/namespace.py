@@ -20,11 +20,11 @@ import logging
 from collections.abc import Sequence
 
 from mcr.builder import controller_managed_by
-from mcr.config import RestConfig, load_config
 from mcr.errors import ClusterNotFoundError, NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
 from mcr.manager import Manager
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig, load_config
 from mcr_provider_namespace import NamespaceProvider
 
 log = logging.getLogger("namespace-example")

@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcr.builder import controller_managed_by
-from mcr.config import RestConfig, load_config
 from mcr.errors import ClusterNotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
 from mcr.manager import Manager
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig, load_config
 from mcr.sharding import ShardedCoordinator
 from mcr_provider_namespace import NamespaceProvider
 

@@ -36,12 +36,11 @@ from typing import Any
 import aiohttp
 import orjson
 
-from mcr.cache import CacheOptions, EventHandlerFuncs, GCPolicy, Informer, NamespaceConfig
-from mcr.cache.informer import resource_path
-from mcr.cache.reflector import Reflector, ReflectorConfig
-from mcr.config import load_config
-from mcr.kinds import GVK, GVR
-from mcr.transport import Transport
+from mcr.cache import CacheOptions, GCPolicy, Informer, NamespaceConfig, ResourceEventHandlerFuncs
+from mcr.cache.reflector import Reflector, ReflectorConfig, resource_path
+from mcr.rest.config import load_config
+from mcr.rest.kinds import GVK, GVR
+from mcr.rest.transport import Transport
 
 NS = "bench"
 GVK_CM = GVK("", "v1", "ConfigMap")
@@ -245,7 +244,7 @@ async def informer_ingest(transport: Transport, informer: Informer, rv: str, n: 
             done.set()
 
     reg = informer.add_event_handler(
-        EventHandlerFuncs(on_add=on_event, on_update=on_event, on_delete=on_event)
+        ResourceEventHandlerFuncs(on_add=on_event, on_update=on_event, on_delete=on_event)
     )
     reflector.resource_version = rv
     t0, c0 = time.perf_counter(), time.process_time()

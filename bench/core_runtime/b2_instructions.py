@@ -37,9 +37,9 @@ def _child(mode: str, cycles: int, n: int, kubeconfig: str, control: int) -> Non
     # RUN_LIMIT after a run shorter than RUN_SECONDS). At native speed a run of no-op reconciles
     # stays far below that; under valgrind everything takes 20-100 times longer and every run
     # would start over at one request. Without the time limit, runs grow as they do natively.
-    import mcr.controller
+    import mcr.controller.controller
 
-    mcr.controller.RUN_SECONDS = math.inf
+    mcr.controller.controller.RUN_SECONDS = math.inf
     asyncio.run(measure(_Server(kubeconfig, control), n, watch=True, cycles=cycles))
 
 

@@ -101,7 +101,7 @@ def bench_histogram(n: int) -> dict[str, float]:
     from bisect import bisect_left
 
     from mcr import metrics
-    from mcr._metricbatch import Batch
+    from mcr.metrics.batching import Batch
 
     rng = random.Random(1)
     series = {

@@ -9,9 +9,9 @@ import asyncio
 import sys
 
 from mcr.builder import controller_managed_by
-from mcr.config import RestConfig
 from mcr.manager import Manager
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig
 from mcr.sharding import ShardedCoordinator
 from mcr_provider_namespace import NamespaceProvider
 

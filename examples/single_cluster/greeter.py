@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcr.builder import controller_managed_by
-from mcr.config import load_config
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.log import setup_logging
 from mcr.manager import Manager
 from mcr.reconcile import Request
+from mcr.rest.config import load_config
 
 log = logging.getLogger("greeter")
 

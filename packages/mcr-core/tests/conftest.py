@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mcr.config import RestConfig
-from mcr.transport import Transport
+from mcr.rest.config import RestConfig
+from mcr.rest.transport import Transport
 
 
 @pytest.fixture

@@ -30,9 +30,9 @@ import time
 from typing import Any, TextIO
 
 from mcr.builder import controller_managed_by
-from mcr.config import RestConfig
 from mcr.manager import LeaderElectionLostError, Manager, RunnableFunc
 from mcr.reconcile import Request, Result
+from mcr.rest.config import RestConfig
 from mcr.sharding import ShardedCoordinator
 from mcr_provider_file import FileProvider
 

@@ -18,12 +18,12 @@ from mcr.cache import (
     NamespaceConfig,
 )
 from mcr.client import Client
-from mcr.config import load_config
 from mcr.errors import NotFoundError
 from mcr.metrics import REGISTRY
-from mcr.restmapper import RESTMapper
+from mcr.rest.config import load_config
+from mcr.rest.mapper import RESTMapper
+from mcr.rest.transport import Transport
 from mcr.testing import eventually, open_sockets
-from mcr.transport import Transport
 
 CM = "v1/ConfigMap"
 ROOT_CA = "kube-root-ca.crt"  # in every namespace of a real cluster (kube-controller-manager publishes it)

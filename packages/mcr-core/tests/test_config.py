@@ -19,11 +19,11 @@ import pytest
 import yaml
 from kubernetes.client import Configuration
 
-import mcr.config as mcr_config
+import mcr.rest.kubeconfig as mcr_kubeconfig
 from mcr.cluster import Cluster
-from mcr.config import RestConfig, load_config, load_config_async, load_yaml
 from mcr.errors import ConfigError, UnauthorizedError
 from mcr.metrics import REGISTRY
+from mcr.rest.config import RestConfig, load_config, load_config_async, load_yaml
 from mcr.testing import eventually
 
 
@@ -92,7 +92,7 @@ def test_malformed_yaml_and_missing_file(tmp_path: Path) -> None:
 
 def test_load_yaml_reads_kubeconfigs_as_safe_load_does(tmp_path: Path) -> None:
     # The C parser where PyYAML has it (its wheels do); the same documents and the same errors.
-    assert mcr_config._SafeLoader is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+    assert mcr_kubeconfig._SafeLoader is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
     text = textwrap.dedent(
         f"""\
         apiVersion: v1
@@ -412,7 +412,7 @@ async def test_a_failing_shared_exec_plugin_fails_once_for_every_waiting_cluster
 
 
 def test_exec_expiry_parsing_is_timezone_aware() -> None:
-    from mcr._auth import _parse_time
+    from mcr.rest.auth import _parse_time
 
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     assert _parse_time(now.strftime("%Y-%m-%dT%H:%M:%SZ")) == now.timestamp()
@@ -641,7 +641,7 @@ async def test_a_wrong_ca_says_certificate_verification_failed(apiserver: Any) -
 def test_kubeconfig_env_naming_no_file_is_an_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcr.config import load_config
+    from mcr.rest.config import load_config
 
     missing = str(tmp_path / "nope")
     monkeypatch.setenv("KUBECONFIG", missing)

@@ -12,7 +12,7 @@ import pytest
 from mcr.cluster import Cluster
 from mcr.errors import ClusterNotFoundError
 from mcr.providers import ClustersProvider
-from mcr.providers._tasks import cancel_and_wait
+from mcr.providers.tasks import cancel_and_wait
 from mcr.testing import RecordingAware, check_provider, eventually
 
 MADE: list[Cluster] = []

@@ -372,7 +372,7 @@ async def test_a_single_worker_takes_runs_and_drain_drops_the_held_ones(
 ) -> None:
     # Runs grow while they are quick (here: always), so the worker holds requests it has taken
     # but not started; a hand-over of their cluster (drain) must drop them, not reconcile them.
-    monkeypatch.setattr("mcr.controller.RUN_SECONDS", 60.0)
+    monkeypatch.setattr("mcr.controller.controller.RUN_SECONDS", 60.0)
     seen: list[Request] = []
     gates = {"pre": asyncio.Event(), "a0": asyncio.Event()}
     started = {name: asyncio.Event() for name in gates}

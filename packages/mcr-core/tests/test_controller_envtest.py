@@ -16,12 +16,12 @@ from mcr.builder import controller_managed_by
 from mcr.cache import CacheOptions
 from mcr.client import Client
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NoKindMatchError, NotFoundError
 from mcr.manager import Manager
 from mcr.predicate import GenerationChanged
 from mcr.reconcile import Request, Result, current_cluster
+from mcr.rest.config import RestConfig
 from mcr.source import Kind
 from mcr.testing import eventually, running
 

@@ -14,13 +14,13 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from mcr import metrics
 from mcr.builder import controller_managed_by
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.manager import Manager
+from mcr.metrics import registry as metrics
 from mcr.providers.clusters import ClustersProvider
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig
 from mcr.testing import eventually
 
 Scrape = Callable[[], Awaitable[dict[str, set[str]]]]

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from mcr.cluster import Cluster
-from mcr.config import load_config
 from mcr.errors import ClusterNotFoundError
 from mcr.manager import ClusterState, Manager
 from mcr.providers.clusters import ClustersProvider
+from mcr.rest.config import load_config
 from mcr.testing import eventually
 from mcr_envtest import ServerThread
 

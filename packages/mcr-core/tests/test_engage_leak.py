@@ -13,10 +13,10 @@ import pytest
 
 from mcr.builder import controller_managed_by
 from mcr.cluster import Cluster
-from mcr.config import load_config
 from mcr.manager import ClusterState, Manager
 from mcr.providers.clusters import ClustersProvider
 from mcr.reconcile import Request
+from mcr.rest.config import load_config
 from mcr.testing import eventually
 from mcr_envtest import ServerThread
 

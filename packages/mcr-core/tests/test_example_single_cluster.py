@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mcr.config import load_config
 from mcr.errors import NotFoundError
+from mcr.rest.config import load_config
 from mcr.testing import eventually
 from mcr_envtest import ServerThread
 

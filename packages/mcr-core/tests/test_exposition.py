@@ -24,7 +24,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from mcr import metrics
-from mcr._exposition import WithoutCreated, _metric
+from mcr.metrics.exposition import WithoutCreated, _metric
 
 HOST = "https://h:6443"
 AWKWARD = ["plain", 'quote " inside', "back\\slash", "new\nline", "ünïcödé", ""]

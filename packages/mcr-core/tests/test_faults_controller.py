@@ -16,10 +16,10 @@ import pytest
 from mcr.builder import controller_managed_by
 from mcr.cache import BackoffPolicy, CacheOptions
 from mcr.client import Client
-from mcr.config import RestConfig
 from mcr.errors import NotFoundError, is_conflict, is_forbidden
 from mcr.manager import Manager
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig
 from mcr.testing import eventually, running
 from mcr_envtest import ServerThread
 

@@ -11,8 +11,8 @@ import pytest
 
 from mcr.cache import BackoffPolicy, CacheOptions, InformerCache
 from mcr.client import Client
-from mcr.config import load_config
-from mcr.restmapper import RESTMapper
+from mcr.rest.config import load_config
+from mcr.rest.mapper import RESTMapper
 from mcr.testing import eventually, open_sockets
 
 pytestmark = pytest.mark.envtest_only(

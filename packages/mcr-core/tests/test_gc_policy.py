@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from mcr.cache import CacheOptions, GCPolicy, InformerCache, gcpolicy
-from mcr.config import load_config
-from mcr.restmapper import RESTMapper
+from mcr.rest.config import load_config
+from mcr.rest.mapper import RESTMapper
 from mcr.testing import eventually, open_sockets
 
 

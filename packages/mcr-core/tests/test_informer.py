@@ -15,9 +15,9 @@ from mcr.cache import (
     BackoffPolicy,
     CacheOptions,
     DeletedFinalStateUnknown,
-    EventHandlerFuncs,
     InformerCache,
     NamespaceConfig,
+    ResourceEventHandlerFuncs,
     WatchNote,
 )
 from mcr.cache.reader import field_index_name
@@ -29,12 +29,12 @@ from mcr.cache.reflector import (
     strip_managed_fields,
 )
 from mcr.client import Client
-from mcr.config import load_config
 from mcr.errors import GoneError
 from mcr.metrics import REGISTRY
-from mcr.restmapper import RESTMapper
+from mcr.rest.config import load_config
+from mcr.rest.mapper import RESTMapper
+from mcr.rest.transport import Transport
 from mcr.testing import eventually, open_sockets
-from mcr.transport import Transport
 
 CM = "v1/ConfigMap"
 
@@ -202,7 +202,7 @@ async def test_a_failing_handler_does_not_stop_the_informer_or_other_handlers(
     cache = env.cache()
     await cache.start()
     informer = await cache.get_informer(CM)
-    informer.add_event_handler(EventHandlerFuncs(on_add=boom))
+    informer.add_event_handler(ResourceEventHandlerFuncs(on_add=boom))
     rec = Recorder()
     informer.add_event_handler(rec)
     await env.make_cms(2)
@@ -790,7 +790,7 @@ async def test_stalled_watch_is_detected_and_restarted(env: Env) -> None:
     await eventually(lambda: env.srv.call(env.srv.store.watcher_count) == 1)  # the watch is open
     arrivals: list[tuple[str, int]] = []
     informer.add_event_handler(
-        EventHandlerFuncs(
+        ResourceEventHandlerFuncs(
             on_update=lambda old, new: arrivals.append(
                 (new["metadata"]["resourceVersion"], reflector.watches)
             )

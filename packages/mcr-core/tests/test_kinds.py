@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.aio import client as k8s_aio
 
-from mcr.kinds import GVK, GVR, gvk_of, is_model_class, model_class_for, object_key, to_dict, to_model
+from mcr.rest.kinds import GVK, GVR, gvk_of, is_model_class, model_class_for, object_key, to_dict, to_model
 
 
 @pytest.mark.parametrize(
@@ -102,7 +102,7 @@ def test_object_key() -> None:
 
 
 def test_kind_strings_are_parsed_once_per_distinct_string() -> None:
-    from mcr.kinds import _gvk_of_string
+    from mcr.rest.kinds import _gvk_of_string
 
     _gvk_of_string.cache_clear()
     first = gvk_of("apps/v1/Deployment")

@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
-from mcr.config import load_config
 from mcr.manager import LeaderElectionLostError, LeaderElector
 from mcr.manager.leaderelection import format_micro_time
+from mcr.rest.config import load_config
+from mcr.rest.transport import Transport
 from mcr.testing import eventually
-from mcr.transport import Transport
 from mcr_envtest import ServerThread
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/default/leases/le-test"

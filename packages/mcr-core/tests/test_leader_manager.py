@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from mcr.builder import controller_managed_by
-from mcr.config import RestConfig, load_config
 from mcr.manager import ClusterState, LeaderElectionLostError, Manager, RunnableFunc
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig, load_config
+from mcr.rest.transport import Transport
 from mcr.testing import eventually
-from mcr.transport import Transport
 from mcr_envtest import ServerThread
 
 LEASE_ID = "mgr-le"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Histogram
 
-from mcr._metricbatch import MAX_PASSES, Batch, _Target
+from mcr.metrics.batching import MAX_PASSES, Batch, _Target
 
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 QUEUE_BUCKETS = tuple(10.0**e for e in range(-8, 2))

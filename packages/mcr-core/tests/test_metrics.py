@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mcr import metrics
 from mcr.builder import controller_managed_by
-from mcr.config import load_config
 from mcr.manager import Manager
 from mcr.reconcile import Request
+from mcr.rest.config import load_config
 from mcr.testing import eventually
 from mcr_envtest import ServerThread
 

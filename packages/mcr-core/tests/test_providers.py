@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.errors import ClusterNotFoundError
 from mcr.manager import Manager
 from mcr.multicluster import Provider, ProviderRunnable
 from mcr.providers import ClustersProvider, MultiProvider, NopProvider, ProviderFailedError, SingleProvider
+from mcr.rest.config import RestConfig
 from mcr.testing import RecordingAware, check_provider, eventually
 from mcr.testing.conformance import cache_index_probe, index_extract
 

@@ -15,7 +15,6 @@ import yaml
 
 import mcr
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import ClusterNotFoundError, ConfigError
 from mcr.providers import (
@@ -27,6 +26,7 @@ from mcr.providers import (
     host_cluster,
     run_controller,
 )
+from mcr.rest.config import RestConfig
 from mcr.source import Kind
 from mcr.testing import RecordingAware, eventually
 

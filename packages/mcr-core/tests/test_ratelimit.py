@@ -4,7 +4,8 @@ import itertools
 
 import pytest
 
-from mcr.ratelimit import (
+from mcr.reconcile import Request
+from mcr.workqueue.ratelimit import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     ItemFastSlowRateLimiter,
@@ -12,7 +13,6 @@ from mcr.ratelimit import (
     bucket_controller_rate_limiter,
     default_controller_rate_limiter,
 )
-from mcr.reconcile import Request
 
 
 def test_exponential_doubles_from_5ms_and_caps_at_1000s() -> None:

@@ -10,10 +10,10 @@ from kubernetes.client import V1Deployment
 from mcr.client import Client
 from mcr.cluster import Cluster
 from mcr.errors import NoKindMatchError
-from mcr.kinds import GVK, GVR
-from mcr.restmapper import RESTMapper
+from mcr.rest.kinds import GVK, GVR
+from mcr.rest.mapper import RESTMapper
+from mcr.rest.transport import Transport
 from mcr.testing import eventually
-from mcr.transport import Transport
 
 GADGET_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",

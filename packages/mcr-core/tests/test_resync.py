@@ -12,18 +12,24 @@ import pytest
 
 import mcr.cache.informer as informer_module
 from mcr.builder import controller_managed_by
-from mcr.cache import ByObject, CacheOptions, DeletedFinalStateUnknown, EventHandlerFuncs, InformerCache
+from mcr.cache import (
+    ByObject,
+    CacheOptions,
+    DeletedFinalStateUnknown,
+    InformerCache,
+    ResourceEventHandlerFuncs,
+)
 from mcr.client import Client
 from mcr.cluster import Cluster
-from mcr.config import RestConfig, load_config
-from mcr.kinds import GVK
 from mcr.manager import Manager
 from mcr.predicate import ResourceVersionChanged
 from mcr.reconcile import Request
-from mcr.restmapper import RESTMapper
+from mcr.rest.config import RestConfig, load_config
+from mcr.rest.kinds import GVK
+from mcr.rest.mapper import RESTMapper
+from mcr.rest.transport import Transport
 from mcr.source import Kind
 from mcr.testing import eventually, open_sockets, running
-from mcr.transport import Transport
 from mcr.workqueue import LOW_PRIORITY
 
 CM = "v1/ConfigMap"
@@ -143,7 +149,7 @@ async def test_short_sync_period_redelivers_every_object_from_memory(
     def boom(old: dict[str, Any], new: dict[str, Any]) -> None:
         raise RuntimeError("resync handler bug")
 
-    informer.add_event_handler(EventHandlerFuncs(on_update=boom))
+    informer.add_event_handler(ResourceEventHandlerFuncs(on_update=boom))
     rec = Recorder()
     informer.add_event_handler(rec)
     assert await informer.wait_for_sync(10)

@@ -17,9 +17,9 @@ import pytest
 from mcr import metrics
 from mcr.builder import controller_managed_by
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.manager import Manager
 from mcr.providers import ClustersProvider
+from mcr.rest.config import RestConfig
 from mcr.sharding import ShardedCoordinator, fence_name, owner, score
 from mcr.testing import eventually
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.manager.coordinator import Tenure, fence_cluster
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig
 from mcr.source import Kind
 from mcr.testing import eventually
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import aiohttp
 
-from mcr.config import load_config
 from mcr.manager import Manager
+from mcr.rest.config import load_config
 from mcr.testing import eventually
 from mcr_envtest import ServerThread
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mcr.config import load_config
+from mcr.rest.config import load_config
 from mcr.testing import eventually
 from mcr_envtest import ServerThread
 
@@ -21,7 +21,7 @@ SCRIPT = r"""
 import asyncio, json, sys, time
 
 from mcr.builder import controller_managed_by
-from mcr.config import load_config
+from mcr.rest.config import load_config
 from mcr.manager import Manager
 
 kubeconfig, grace, duration, events = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]

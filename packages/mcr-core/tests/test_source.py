@@ -10,10 +10,10 @@ import pytest
 
 from mcr.client import Client
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.handler import EnqueueRequestForObject
 from mcr.predicate import predicate_from
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig
 from mcr.source import Channel, GenericEvent, Kind
 from mcr.testing import eventually
 from mcr.workqueue import WorkQueue

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from mcr._tls import SSL_CONTEXTS, _SSLContextCache
-from mcr.config import RestConfig
 from mcr.errors import ConfigError
+from mcr.rest.config import RestConfig
+from mcr.rest.tls import SSL_CONTEXTS, _SSLContextCache
 
 
 async def _namespaces_over(transports: list[Any]) -> list[int]:

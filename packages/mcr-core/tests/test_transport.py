@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
-from mcr.config import RestConfig
 from mcr.errors import NotFoundError, TooManyRequestsError, TransportError
 from mcr.metrics import REGISTRY
+from mcr.rest.config import RestConfig
+from mcr.rest.transport import Transport
 from mcr.testing import eventually
-from mcr.transport import Transport
 
 
 def _retries(code: str) -> float:

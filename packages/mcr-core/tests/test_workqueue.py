@@ -6,10 +6,10 @@ import time
 import pytest
 
 from mcr import metrics
-from mcr.ratelimit import BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter
 from mcr.reconcile import Request
 from mcr.testing import eventually
 from mcr.workqueue import LOW_PRIORITY, QueueShutDown, WorkQueue
+from mcr.workqueue.ratelimit import BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter
 
 
 def req(name: str, cluster: str = "") -> Request:

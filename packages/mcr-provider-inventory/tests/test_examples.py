@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
+from mcr.rest.config import RestConfig
 from mcr.testing import eventually, import_script
 from mcr_provider_inventory import CLUSTER_PROFILE, ClusterProfileProvider
 

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import yaml
 
-from mcr.config import RestConfig
+from mcr.rest.config import RestConfig
 from mcr.testing import eventually, import_script
 from mcr_provider_kubeconfig import KubeconfigProvider
 

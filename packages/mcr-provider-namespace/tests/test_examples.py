@@ -62,7 +62,7 @@ async def _is(check: Any, expected: dict[str, str]) -> bool:
 
 
 async def test_sharded_replicas_split_the_namespaces_and_take_over(apiserver: Any, admin: Cluster) -> None:
-    from mcr.config import RestConfig
+    from mcr.rest.config import RestConfig
     from mcr.sharding import owner
 
     example = load_example("sharded_namespace")

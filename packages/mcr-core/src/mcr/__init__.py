@@ -7,12 +7,14 @@ submodules ``mcr.handler``, ``mcr.predicate``, ``mcr.source``, ``mcr.providers``
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from mcr import handler, predicate, providers, source
 from mcr._version import __version__
 from mcr.builder import Builder, controller_managed_by
 from mcr.client import Client
 from mcr.cluster import Cluster
-from mcr.config import RestConfig, load_config, load_config_async
 from mcr.controller import Controller
 from mcr.errors import (
     AlreadyExistsError,
@@ -35,10 +37,11 @@ from mcr.errors import (
     is_gone,
     is_not_found,
 )
-from mcr.kinds import GVK, GVR
 from mcr.manager import ClusterInfo, ClusterState, LeaderElectionLostError, Manager
 from mcr.multicluster import LOCAL_CLUSTER, Aware, ClusterName, Provider, ProviderRunnable
 from mcr.reconcile import Reconciler, Request, Result, current_cluster
+from mcr.rest.config import RestConfig, load_config, load_config_async
+from mcr.rest.kinds import GVK, GVR
 from mcr.runner import run
 
 __all__ = [
@@ -98,3 +101,13 @@ for _name in __all__:
     if isinstance(_obj, type) and _obj.__module__.startswith("mcr."):
         _obj.__module__ = __name__
 del _name, _obj
+
+# Modules that moved into packages, reachable as attributes of mcr for one release (as when
+# importing mcr imported them): importing one warns, naming its new home.
+_MOVED = frozenset({"config", "kinds", "ratelimit", "restmapper", "transport"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from mcr.controller import ClusterFilter, Controller
 from mcr.handler import EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler
-from mcr.kinds import gvk_of
 from mcr.predicate import Predicate
+from mcr.rest.kinds import gvk_of
 from mcr.source import Channel, Kind
 
 __all__ = ["Builder", "controller_managed_by"]

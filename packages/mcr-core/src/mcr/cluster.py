@@ -1,8 +1,8 @@
 """Cluster: everything mcr needs to work with one API server, with one lifecycle.
 
-A :class:`Cluster` bundles the connection settings (:class:`~mcr.config.RestConfig`), one
-:class:`~mcr.transport.Transport` (one aiohttp session and TLS context), the
-:class:`~mcr.restmapper.RESTMapper`, the shared :class:`~mcr.cache.InformerCache`, a client whose
+A :class:`Cluster` bundles the connection settings (:class:`~mcr.rest.config.RestConfig`), one
+:class:`~mcr.rest.transport.Transport` (one aiohttp session and TLS context), the
+:class:`~mcr.rest.mapper.RESTMapper`, the shared :class:`~mcr.cache.InformerCache`, a client whose
 reads come from that cache (writes go to the server), an uncached ``api_reader`` client, the
 cache's field indexer and event recorders. Providers hand clusters out; controllers engage them.
 """
@@ -18,10 +18,10 @@ from typing import Any
 
 from mcr.cache import CacheOptions, InformerCache
 from mcr.client import Client
-from mcr.config import RestConfig
 from mcr.errors import MCRError
 from mcr.recorder import EventRecorder
-from mcr.restmapper import RESTMapper
+from mcr.rest.config import RestConfig
+from mcr.rest.mapper import RESTMapper
 
 __all__ = ["Cluster"]
 

@@ -21,9 +21,9 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from mcr.kinds import gvk_of
 from mcr.predicate import meta
-from mcr.reconcile import Request, _current_request
+from mcr.reconcile import Request, reset_current_request, set_current_request
+from mcr.rest.kinds import gvk_of
 
 if TYPE_CHECKING:
     from mcr.cache.handlers import WatchNote
@@ -153,7 +153,7 @@ class EnqueueRequestForObject:
 
 
 def group_kind_of(kind: Any) -> tuple[str, str]:
-    """``(group, kind)`` of a kind-like (model class, :class:`mcr.kinds.GVK`, ``"group/v/Kind"``).
+    """``(group, kind)`` of a kind-like (model class, :class:`mcr.rest.kinds.GVK`, ``"group/v/Kind"``).
 
     Raises ``ValueError`` naming the input when it names no kind.
     """
@@ -259,11 +259,11 @@ class EnqueueRequestsFromMapFunc:
 
     def _enqueue(self, cluster_name: str, obj: Any, queue: Queue, priority: int) -> None:
         # current_cluster() (and log records) inside fn name the event's cluster.
-        token = _current_request.set(_new_request(Request, ("", "", cluster_name)))
+        token = set_current_request(_new_request(Request, ("", "", cluster_name)))
         try:
             requests = self.fn(obj)
         finally:
-            _current_request.reset(token)
+            reset_current_request(token)
         if not requests:
             return
         for req in requests:

@@ -32,12 +32,14 @@ import orjson
 from mcr._context import CURRENT_REQUEST as _current_request
 
 __all__ = [
+    "REQUEST_FIELDS",
     "ContextFilter",
     "JSONFormatter",
     "KeyValueFormatter",
     "current_fields",
     "get_logger",
     "log_context",
+    "set_task_fields",
     "setup_logging",
 ]
 
@@ -85,6 +87,22 @@ def _context_fields() -> dict[str, object]:
     merged["name"] = req.name
     merged.update(fields)
     return merged
+
+
+REQUEST_FIELDS = ("cluster", "namespace", "name")
+"""The fields every record inside a reconcile takes from the current request."""
+
+
+def set_task_fields(**fields: object) -> None:
+    """Set ``fields`` for the rest of this task, with no block to leave.
+
+    For a task that does one job for its whole life, such as a controller's worker: the fields it
+    inherited stay, except :data:`REQUEST_FIELDS` (each record inside a reconcile takes those from
+    the current request), and ``fields`` are added. Other tasks are not affected; tasks this one
+    creates afterwards inherit the fields.
+    """
+    inherited = _fields.get()
+    _fields.set({**{k: v for k, v in inherited.items() if k not in REQUEST_FIELDS}, **fields})
 
 
 @contextlib.contextmanager

@@ -19,6 +19,8 @@ __all__ = [
     "as_reconcile_func",
     "current_cluster",
     "current_request",
+    "reset_current_request",
+    "set_current_request",
 ]
 
 
@@ -82,9 +84,17 @@ class Reconciler(Protocol):
 
 
 _current_request: contextvars.ContextVar[Request | None] = CURRENT_REQUEST
-"""The request being reconciled in this task: set by the controller's workers before each reconcile
-(one variable, one set per reconcile; a worker clears it before it waits for work). :mod:`mcr.log`
-reads the request's cluster, namespace and name from it; tasks a reconciler creates inherit it."""
+# The request being reconciled in this task: one variable, set once per reconcile by the
+# controller's workers (a worker clears it before it waits for work). mcr.log reads the request's
+# cluster, namespace and name from it; tasks a reconciler creates inherit it.
+
+set_current_request: Callable[[Request | None], contextvars.Token[Request | None]] = _current_request.set
+"""Make ``req`` the request being reconciled in this task (``None``: none); returns the token
+for :func:`reset_current_request`. The controller's workers call it before each reconcile, a
+handler's map function runs under its event's cluster; nothing else should."""
+
+reset_current_request: Callable[[contextvars.Token[Request | None]], None] = _current_request.reset
+"""Restore the current request that :func:`set_current_request` replaced (given its token)."""
 
 
 def current_request() -> Request | None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from mcr.client import Client
 from mcr.errors import NoKindMatchError, NotFoundError
-from mcr.kinds import GVK, to_dict
+from mcr.rest.kinds import GVK, to_dict
 
 __all__ = ["EventRecorder"]
 

@@ -16,10 +16,9 @@ T = TypeVar("T")
 def run(main: Coroutine[Any, Any, T], *, loop: str = "asyncio", debug: bool | None = None) -> T:
     """Run ``main`` to completion in a new event loop and close it, as :func:`asyncio.run` does.
 
-    ``loop="uvloop"`` runs it on uvloop (``pip install "mcr-core[uvloop]"``): measured here with
-    1000 clusters, each idle TLS cluster costs 151 KiB on uvloop against 396 KiB on asyncio, and a
-    controller reconciles 12-15% more per CPU second; with one cluster the CPU cost per event is
-    the same on both (see the mcr-core README). Without uvloop installed that is an
+    ``loop="uvloop"`` runs it on uvloop (``pip install "mcr-core[uvloop]"``), which takes less
+    memory per idle TLS cluster and more reconciles per CPU second with many clusters (the
+    mcr-core README has the figures). Without uvloop installed that is an
     :class:`~mcr.MCRError` saying how to install it; an unknown ``loop`` is a ``ValueError``.
     ``main`` is closed, never left un-awaited, when it cannot be run.
     """

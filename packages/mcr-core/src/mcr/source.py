@@ -112,7 +112,7 @@ class Kind:
             await prepare(cluster_name, cluster)
         informer = await cluster.cache.get_informer(self.kind)
         registration = informer.add_event_handler(
-            _ClusterEvents(cluster_name, self.handler, self.predicates, queue)
+            _cluster_events(cluster_name, self.handler, self.predicates, queue)
         )
         try:
             synced = await informer.wait_for_sync(sync_timeout)
@@ -127,10 +127,32 @@ class Kind:
         return registration
 
 
-class _ClusterEvents:
-    """The informer-facing adapter of one (source, cluster): predicates, priority, handler."""
+def _cluster_events(
+    cluster_name: str, handler: EventHandler, predicates: tuple[Predicate, ...], queue: Queue
+) -> _ClusterEvents:
+    """The adapter for one (source, cluster): watch reads in one call only where they become one
+    ``add_many``; otherwise the informer notifies the adapter per event, old state included."""
+    bulk = _bulk_add(handler, predicates, queue) is not None
+    return (_BulkClusterEvents if bulk else _ClusterEvents)(cluster_name, handler, predicates, queue)
 
-    __slots__ = ("add_many", "cluster_name", "handler", "on_events", "predicates", "queue")
+
+def _bulk_add(
+    handler: EventHandler, predicates: tuple[Predicate, ...], queue: Queue
+) -> Callable[..., None] | None:
+    """The queue's ``add_many`` in the common case (the default handler, no predicates, a queue
+    that takes lists), which turns a whole informer list or watch read into one call; else ``None``."""
+    if not predicates and type(handler) is EnqueueRequestForObject and isinstance(queue, BulkQueue):
+        return queue.add_many
+    return None
+
+
+class _ClusterEvents:
+    """The informer-facing adapter of one (source, cluster): predicates, priority, handler.
+
+    A :class:`~mcr.cache.ResourceEventHandler` and a :class:`~mcr.cache.ListBatchHandler`.
+    """
+
+    __slots__ = ("add_many", "cluster_name", "handler", "predicates", "queue")
 
     def __init__(
         self, cluster_name: str, handler: EventHandler, predicates: tuple[Predicate, ...], queue: Queue
@@ -139,18 +161,7 @@ class _ClusterEvents:
         self.handler = handler
         self.predicates = predicates
         self.queue = queue
-        # The common case (the default handler, no predicates, a queue that takes lists) turns a
-        # whole informer list or watch read into one add_many.
-        self.add_many = (
-            queue.add_many
-            if not predicates and type(handler) is EnqueueRequestForObject and isinstance(queue, BulkQueue)
-            else None
-        )
-        # Batches of watch changes (without previous states) only where they become one
-        # add_many; otherwise the informer notifies this adapter per event, old state included.
-        self.on_events: Callable[[list[WatchNote]], None] | None = (
-            self._on_events if self.add_many is not None else None
-        )
+        self.add_many = _bulk_add(handler, predicates, queue)
 
     def on_add(self, obj: Any, is_initial_list: bool) -> None:
         for p in self.predicates:
@@ -170,16 +181,6 @@ class _ClusterEvents:
                     )
             return
         self._add_all(objs, LOW_PRIORITY if is_initial_list else 0)
-
-    def _on_events(self, notes: list[WatchNote]) -> None:
-        """A watch read's changes, for the common case (``on_events`` then names this method).
-
-        Every watch change (add, update with a new resourceVersion, delete) enqueues the
-        object's key at normal priority, in one ``add_many``. The requests are made from the
-        namespace and name each note carries: the objects themselves are not read again.
-        """
-        assert self.add_many is not None  # on_events is set only then
-        self.add_many(requests_for_notes(self.cluster_name, notes), 0, cluster=self.cluster_name)
 
     def _add_all(self, objs: list[Any], priority: int) -> None:
         """EnqueueRequestForObject for a list of objects, in one ``add_many``."""
@@ -205,6 +206,23 @@ class _ClusterEvents:
             if not p.delete(obj):
                 return
         self.handler.delete(self.cluster_name, obj, self.queue, 0)
+
+
+class _BulkClusterEvents(_ClusterEvents):
+    """The adapter for the common case (the default handler, no predicates, a queue that takes
+    lists): also a :class:`~mcr.cache.WatchBatchHandler`, a watch read becoming one ``add_many``."""
+
+    __slots__ = ()
+
+    def on_events(self, notes: list[WatchNote]) -> None:
+        """A watch read's changes.
+
+        Every watch change (add, update with a new resourceVersion, delete) enqueues the
+        object's key at normal priority, in one ``add_many``. The requests are made from the
+        namespace and name each note carries: the objects themselves are not read again.
+        """
+        assert self.add_many is not None  # made only then
+        self.add_many(requests_for_notes(self.cluster_name, notes), 0, cluster=self.cluster_name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,11 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from mcr.cache import ByObject, CacheOptions, NamespaceConfig, strip_managed_fields
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
-from mcr.kinds import gvk_of
 from mcr.predicate import Predicate
 from mcr.providers import (
     SourcedProvider,
@@ -49,6 +47,8 @@ from mcr.providers import (
 )
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig
+from mcr.rest.kinds import gvk_of
 from mcr.source import Kind
 from mcr_provider_capi.crd import GROUP, KIND, VERSION
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from mcr.config import load_yaml
+from mcr.rest.config import load_yaml
 
 __all__ = ["ContextSpec", "KubeconfigProblem", "split_contexts"]
 

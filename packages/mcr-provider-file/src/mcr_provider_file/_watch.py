@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from mcr.providers._tasks import cancel_and_wait
+from mcr.providers import cancel_and_wait
 
 __all__ = ["Notifier", "Root"]
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcr.config import RestConfig
 from mcr.errors import ClusterNotFoundError, ConfigError
 from mcr.providers import Clusters, cancel_and_wait
+from mcr.rest.config import RestConfig
 from mcr_provider_file._kubeconfig import ContextSpec, KubeconfigProblem, split_contexts
 from mcr_provider_file._watch import Notifier, Root
 
@@ -96,7 +96,7 @@ class FileProvider:
     if it exists, else the current directory. A named file or directory that does not exist is
     reported in :meth:`problems` (and logged once) and used as soon as it appears.
     ``cluster_options`` are passed to :class:`mcr.cluster.Cluster` with each context's
-    :class:`~mcr.config.RestConfig`; ``cluster_factory`` replaces that call altogether.
+    :class:`~mcr.rest.config.RestConfig`; ``cluster_factory`` replaces that call altogether.
 
     ``watch`` (default true): follow changes through file-system notifications, re-scanning every
     ``resync_interval`` seconds (60) as a safety net; ``interval`` (2 s) is the polling period used

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from mcr.cache import ByObject, CacheOptions, NamespaceConfig
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.handler import EnqueueRequestsFromMapFunc
@@ -49,6 +48,7 @@ from mcr.providers import (
 )
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig
 from mcr.source import Kind
 from mcr_provider_inventory.access import AccessProviders
 from mcr_provider_inventory.crd import GROUP, KIND, VERSION

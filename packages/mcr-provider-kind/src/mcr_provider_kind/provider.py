@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.providers import SourcedProvider, cancel_and_wait, fingerprint
 from mcr.providers.sourced import ClusterFactory
+from mcr.rest.config import RestConfig
 from mcr_provider_kind._cli import KindError, resolve, run
 
 if TYPE_CHECKING:

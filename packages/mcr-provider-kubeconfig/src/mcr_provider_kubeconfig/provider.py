@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from mcr.cache import ByObject, CacheOptions, NamespaceConfig
 from mcr.cache.selectors import label_key_problem
 from mcr.cluster import Cluster
-from mcr.config import RestConfig
 from mcr.controller import Controller
 from mcr.errors import NotFoundError
 from mcr.providers import (
@@ -37,6 +36,7 @@ from mcr.providers import (
 )
 from mcr.providers.sourced import ClusterFactory
 from mcr.reconcile import Request
+from mcr.rest.config import RestConfig
 from mcr.source import Kind
 
 if TYPE_CHECKING:

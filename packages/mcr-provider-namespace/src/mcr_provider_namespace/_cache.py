@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcr.cache import InformerCache
-from mcr.kinds import gvk_of
+from mcr.rest.kinds import gvk_of
 from mcr_provider_namespace._informer import NamespaceDispatch, ScopedInformer
 from mcr_provider_namespace._scope import Scope
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from mcr.cache import DeletedFinalStateUnknown, EventHandler, Informer, Registration
+from mcr.cache import DeletedFinalStateUnknown, Informer, Registration, ResourceEventHandler
 from mcr_provider_namespace._scope import VIEW_NAMESPACE, with_namespace
 
 __all__ = ["NamespaceDispatch", "ScopedInformer"]
@@ -47,7 +47,7 @@ class NamespaceDispatch:
         self._registration.remove()
 
     def add(
-        self, namespace: str, handler: EventHandler, remove: Callable[[Registration], None]
+        self, namespace: str, handler: ResourceEventHandler, remove: Callable[[Registration], None]
     ) -> Registration:
         """Register ``handler`` for ``namespace``; it first receives the namespace's cached objects."""
         reg = Registration(handler, remove)
@@ -147,7 +147,7 @@ class ScopedInformer:
             self._dispatch.mark_synced(self._namespace)
         return synced
 
-    def add_event_handler(self, handler: EventHandler) -> Registration:
+    def add_event_handler(self, handler: ResourceEventHandler) -> Registration:
         namespace = self._namespace
         return self._dispatch.add(namespace, handler, lambda reg: self._dispatch.discard(namespace, reg))
 

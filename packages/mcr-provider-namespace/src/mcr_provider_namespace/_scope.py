@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcr.errors import MCRError
-from mcr.kinds import gvk_of, is_model_class
-from mcr.restmapper import RESTMapper
+from mcr.rest.kinds import gvk_of, is_model_class
+from mcr.rest.mapper import RESTMapper
 
 __all__ = ["VIEW_NAMESPACE", "NamespaceScopeError", "Scope"]
 

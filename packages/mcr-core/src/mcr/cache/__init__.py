@@ -6,17 +6,22 @@ See :class:`InformerCache` (what a :class:`mcr.Cluster` uses), :class:`Informer`
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcr.cache.backoff import BackoffPolicy
 from mcr.cache.errors import CacheNotStartedError, CacheSyncTimeoutError, InformerNotFoundError
 from mcr.cache.gcpolicy import GCPolicy
 from mcr.cache.handlers import (
     DeletedFinalStateUnknown,
-    EventHandler,
-    EventHandlerFuncs,
+    ListBatchHandler,
     Registration,
+    ResourceEventHandler,
+    ResourceEventHandlerFuncs,
+    WatchBatchHandler,
     WatchNote,
+    deprecated_alias,
 )
-from mcr.cache.informer import Informer, ScopeSpec
+from mcr.cache.informer import Informer
 from mcr.cache.informer_cache import InformerCache
 from mcr.cache.options import (
     DEFAULT_SYNC_PERIOD,
@@ -26,6 +31,7 @@ from mcr.cache.options import (
     strip_managed_fields,
 )
 from mcr.cache.reader import CacheReader
+from mcr.cache.reflector import ScopeSpec
 from mcr.cache.store import NAMESPACE_INDEX, Indexer, IndexerConflictError, meta_namespace_key
 
 __all__ = [
@@ -38,18 +44,25 @@ __all__ = [
     "CacheReader",
     "CacheSyncTimeoutError",
     "DeletedFinalStateUnknown",
-    "EventHandler",
-    "EventHandlerFuncs",
     "GCPolicy",
     "Indexer",
     "IndexerConflictError",
     "Informer",
     "InformerCache",
     "InformerNotFoundError",
+    "ListBatchHandler",
     "NamespaceConfig",
     "Registration",
+    "ResourceEventHandler",
+    "ResourceEventHandlerFuncs",
     "ScopeSpec",
+    "WatchBatchHandler",
     "WatchNote",
     "meta_namespace_key",
     "strip_managed_fields",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # EventHandler and EventHandlerFuncs: deprecated names of ResourceEventHandler(Funcs).
+    return deprecated_alias(__name__, name)

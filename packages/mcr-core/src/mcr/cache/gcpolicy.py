@@ -2,18 +2,16 @@
 
 CPython's cyclic collector runs a young collection every 700 net container allocations and
 rescans the older generations as the heap grows; decoding a 10,000-object list allocates ~100,000
-containers, so with the interpreter's defaults the collector costs more than the JSON decoding
-(PERFORMANCE.md §2.1). ``bench/core_cache`` measured the client CPU of decoding a 10k-ConfigMap
-list: 185 ms with the default thresholds, 85 ms with thresholds of (50,000, 20, 100); with
-50,000 more objects cached, 258 ms vs 94 ms. Freezing the heap after a sync (``gc.freeze()``)
-saved little on top (79-92 ms) and keeps garbage cycles that die while frozen until the heap is
-unfrozen, so it is opt-in:
+containers, so with the interpreter's defaults the collector costs more than the JSON decoding.
+Raised thresholds take most of that cost away (``bench/core_cache``; the figures are in the
+mcr-core README). Freezing the heap after a sync (``gc.freeze()``) saves little on top and keeps
+garbage cycles that die while frozen until the heap is unfrozen, so it is opt-in:
 
 * ``thresholds`` (default ``(50_000, 20, 100)``) are set while any cache using the policy runs,
   process-wide; the previous thresholds come back when the last such cache stops.
 * ``freeze_after_sync`` (default off): move the synced objects to the permanent generation
   (``gc.freeze()``, after one full collection), which collections skip. Each freeze costs a full
-  collection (~36 ms with a few hundred thousand live containers), so it is coalesced and kept off
+  collection (tens of ms with a few hundred thousand live containers), so it is coalesced and kept off
   the sync path: informer syncs only count the objects they cached, and once at least
   ``freeze_min_objects`` (10,000) were cached or dropped since the last freeze, one freeze is
   scheduled on the event loop (``loop.call_later``), at most one per ``freeze_interval`` (30 s).

@@ -18,16 +18,15 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mcr.cache.handlers import DeletedFinalStateUnknown, EventHandler, Registration, WatchNote
-from mcr.cache.reflector import Reflector, ReflectorConfig
+from mcr.cache.handlers import DeletedFinalStateUnknown, Registration, ResourceEventHandler, WatchNote
+from mcr.cache.reflector import Reflector, ReflectorConfig, ScopeSpec, resource_path
 from mcr.cache.store import NAMESPACE_INDEX, Indexer, IndexFunc
 
 if TYPE_CHECKING:
-    from mcr.kinds import GVK, GVR
-    from mcr.transport import Transport
+    from mcr.rest.kinds import GVK, GVR
+    from mcr.rest.transport import Transport
 
 __all__ = ["RESYNC_CHUNK", "Informer", "ScopeSpec", "resync_delay"]
 
@@ -35,7 +34,6 @@ log = logging.getLogger("mcr.cache")
 
 Obj = dict[str, Any]
 ObjList = list[Obj]
-Transform = Callable[[Obj], Obj]
 
 RESYNC_CHUNK = 1000
 """A resync yields to the event loop after delivering this many objects."""
@@ -49,24 +47,6 @@ def resync_delay(period: float) -> float:
     lock-step forever.
     """
     return period * random.uniform(0.9, 1.1)
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeSpec:
-    """One list+watch request scope of an informer: a namespace (``None``: all) and selectors."""
-
-    namespace: str | None = None
-    label_selector: str | None = None
-    field_selector: str | None = None
-    transform: Transform | None = None
-
-
-def resource_path(gvr: GVR, namespace: str | None) -> str:
-    """The collection URL path of ``gvr``, namespaced when ``namespace`` is given."""
-    base = f"/api/{gvr.version}" if not gvr.group else f"/apis/{gvr.group}/{gvr.version}"
-    if namespace:
-        return f"{base}/namespaces/{namespace}/{gvr.resource}"
-    return f"{base}/{gvr.resource}"
 
 
 class Informer:
@@ -244,19 +224,19 @@ class Informer:
         return delivered
 
     # -- handlers ----------------------------------------------------------------------------
-    def add_event_handler(self, handler: EventHandler) -> Registration:
+    def add_event_handler(self, handler: ResourceEventHandler) -> Registration:
         """Register ``handler``; it first receives ``on_add(obj, True)`` for every cached object.
 
         Later changes reach it in order. The registration's ``has_synced`` turns true once the
         handler has seen the informer's complete initial list.
         """
-        reg = Registration(handler, self._remove_handler)
+        reg = Registration.of(handler, self._remove_handler)
         objs = self._store.values()
         if objs:
             self._deliver_adds(reg, objs, True)
         reg.synced = self._synced.is_set()
         self._handlers = (*self._handlers, reg)
-        on_events = getattr(handler, "on_events", None)
+        on_events = reg.on_events
         if on_events is None:
             self._event_handlers = (*self._event_handlers, reg)
         else:
@@ -286,7 +266,7 @@ class Informer:
 
     def _deliver_adds(self, reg: Registration, objs: ObjList, initial: bool) -> None:
         """Hand ``objs`` to one handler as adds: in one ``on_adds`` call if it has that method."""
-        on_adds = getattr(reg.handler, "on_adds", None)
+        on_adds = reg.on_adds
         if on_adds is None:
             for obj in objs:
                 self._call_add(reg, obj, initial)

@@ -12,11 +12,11 @@ from mcr.cache.errors import CacheNotStartedError, CacheSyncTimeoutError, Inform
 from mcr.cache.informer import Informer
 from mcr.cache.options import CacheOptions
 from mcr.cache.reader import CacheReader, field_index_name
-from mcr.kinds import GVK, gvk_of
+from mcr.rest.kinds import GVK, gvk_of
 
 if TYPE_CHECKING:
-    from mcr.restmapper import RESTMapper
-    from mcr.transport import Transport
+    from mcr.rest.mapper import RESTMapper
+    from mcr.rest.transport import Transport
 
 __all__ = ["InformerCache"]
 
@@ -103,7 +103,7 @@ class InformerCache:
 
     # -- informers ---------------------------------------------------------------------------
     async def get_informer(self, kind: Any, *, start: bool = True) -> Informer:
-        """The shared informer of ``kind`` (anything :func:`mcr.kinds.gvk_of` accepts).
+        """The shared informer of ``kind`` (anything :func:`mcr.rest.kinds.gvk_of` accepts).
 
         Created on first use (resolving the kind through the REST mapper, which raises
         :class:`mcr.errors.NoKindMatchError` for a kind the cluster does not serve). With
@@ -169,10 +169,7 @@ class InformerCache:
         inf = await self.get_informer(gvk)
         if not inf.has_synced and not await inf.wait_for_sync(self.options.sync_timeout):
             raise CacheSyncTimeoutError(str(gvk), self.cluster_name, self.options.sync_timeout)
-        by = self._by_gvk.get(gvk)
-        no_copy = self.options.default_unsafe_disable_deep_copy
-        if by is not None and by.unsafe_disable_deep_copy is not None:
-            no_copy = by.unsafe_disable_deep_copy
+        no_copy = self.options.disables_deep_copy(self._by_gvk.get(gvk))
         return CacheReader(inf, unsafe_disable_deep_copy=no_copy, cluster=self.cluster_name)
 
     async def get(self, kind: Any, name: str, namespace: str | None = None) -> Any:

@@ -14,21 +14,20 @@ of a watch that is retried for ever against 400 Bad Request.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcr.cache.backoff import BackoffPolicy
 from mcr.cache.gcpolicy import GCPolicy
-from mcr.cache.informer import ScopeSpec
-from mcr.cache.reflector import ReflectorConfig, strip_managed_fields
+from mcr.cache.reflector import ReflectorConfig, ScopeSpec, Transform, strip_managed_fields
 from mcr.cache.selectors import check_field_selector, check_label_selector
-from mcr.kinds import GVK, gvk_of
+from mcr.rest.kinds import GVK, gvk_of
 
 __all__ = ["DEFAULT_SYNC_PERIOD", "ByObject", "CacheOptions", "NamespaceConfig", "strip_managed_fields"]
 
 Obj = dict[str, Any]
-Transform = Callable[[Obj], Obj]
 
 DEFAULT_SYNC_PERIOD = 36000.0
 """controller-runtime's default ``SyncPeriod``: 10 hours, in seconds."""
@@ -96,7 +95,7 @@ class CacheOptions:
       ``managedFields``; ``None`` keeps objects as received).
     * ``default_unsafe_disable_deep_copy``: readers get the cached objects themselves (never
       mutate them) instead of copies.
-    * ``by_object``: per-kind overrides, keyed by anything :func:`mcr.kinds.gvk_of` accepts.
+    * ``by_object``: per-kind overrides, keyed by anything :func:`mcr.rest.kinds.gvk_of` accepts.
     * ``page_size``: list page size (client-go: 500; 0 lists in one response).
     * ``stall_timeout``: seconds without any watch data or bookmark before the watch is restarted.
     * ``watch_timeout``: the server-side watch timeout is drawn from this range (client-go: 5-10 min).
@@ -184,8 +183,19 @@ class CacheOptions:
         period = by.sync_period if by is not None and by.sync_period is not None else self.sync_period
         return period or None
 
-    def unsafe_disable_deep_copy_for(self, gvk: GVK) -> bool:
-        by = self.by_gvk().get(gvk)
+    def disables_deep_copy(self, by: ByObject | None) -> bool:
+        """Whether readers of a kind configured by ``by`` (``None``: a kind not in ``by_object``)
+        hand out the cached objects themselves instead of copies."""
         if by is not None and by.unsafe_disable_deep_copy is not None:
             return by.unsafe_disable_deep_copy
         return self.default_unsafe_disable_deep_copy
+
+    def unsafe_disable_deep_copy_for(self, gvk: GVK) -> bool:
+        """Deprecated: ``disables_deep_copy(by_gvk().get(gvk))``; removed in a later release."""
+        warnings.warn(
+            "CacheOptions.unsafe_disable_deep_copy_for is deprecated; use "
+            "CacheOptions.disables_deep_copy(options.by_gvk().get(gvk))",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.disables_deep_copy(self.by_gvk().get(gvk))

@@ -30,14 +30,24 @@ from mcr.cache.backoff import Backoff, BackoffPolicy
 from mcr.errors import APIError, GoneError, TransportError, api_error_from_status
 
 if TYPE_CHECKING:
-    from mcr.transport import Transport
+    from mcr.rest.kinds import GVR
+    from mcr.rest.transport import Transport
 
-__all__ = ["ReflectorConfig", "ReflectorSink", "WatchStalledError", "strip_managed_fields"]
+__all__ = [
+    "ReflectorConfig",
+    "ReflectorSink",
+    "ScopeSpec",
+    "Transform",
+    "WatchStalledError",
+    "resource_path",
+    "strip_managed_fields",
+]
 
 log = logging.getLogger("mcr.cache")
 
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
+"""A function a cache applies to each object before storing it (e.g. to drop fields)."""
 
 
 def strip_managed_fields(obj: Obj) -> Obj:
@@ -47,6 +57,24 @@ def strip_managed_fields(obj: Obj) -> Obj:
     """
     obj["metadata"].pop("managedFields", None)
     return obj
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeSpec:
+    """One list+watch request scope of an informer: a namespace (``None``: all) and selectors."""
+
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    transform: Transform | None = None
+
+
+def resource_path(gvr: GVR, namespace: str | None) -> str:
+    """The collection URL path of ``gvr``, namespaced when ``namespace`` is given."""
+    base = f"/api/{gvr.version}" if not gvr.group else f"/apis/{gvr.group}/{gvr.version}"
+    if namespace:
+        return f"{base}/namespaces/{namespace}/{gvr.resource}"
+    return f"{base}/{gvr.resource}"
 
 
 class WatchStalledError(Exception):

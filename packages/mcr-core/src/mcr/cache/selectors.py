@@ -43,9 +43,6 @@ class LabelSelector:
         labels = labels or {}
         return all(req(labels) for req in self._reqs)
 
-    def matches_object(self, obj: Obj) -> bool:
-        return self.matches(obj["metadata"].get("labels"))
-
     @property
     def empty(self) -> bool:
         return not self._reqs

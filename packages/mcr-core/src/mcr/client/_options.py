@@ -7,7 +7,7 @@ from typing import Any, Literal, TypeAlias
 
 import orjson
 
-from mcr.kinds import to_dict
+from mcr.rest.kinds import to_dict
 
 __all__ = ["PATCH_CONTENT_TYPES", "PatchType", "delete_options", "encode_body", "write_query"]
 

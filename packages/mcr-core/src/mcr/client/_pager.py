@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from mcr.errors import GoneError
-from mcr.restmapper import Mapping
-from mcr.transport import Transport
+from mcr.rest.mapper import Mapping
+from mcr.rest.transport import Transport
 
 __all__ = ["list_all"]
 

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from mcr.client._options import PatchType, encode_body, write_query
-
-if TYPE_CHECKING:
-    from mcr.client._client import Client
+from mcr.client._requests import JSON, Connection, apply_object, decode, patch_object, put_object, target
 
 __all__ = ["SubResourceClient"]
-
-_JSON = "application/json"
 
 
 class SubResourceClient:
@@ -22,7 +18,7 @@ class SubResourceClient:
     Always talks to the server (subresources are not cached).
     """
 
-    def __init__(self, client: Client, subresource: str) -> None:
+    def __init__(self, client: Connection, subresource: str) -> None:
         self._client = client
         self.subresource = subresource
 
@@ -31,9 +27,9 @@ class SubResourceClient:
 
     async def get(self, kind_or_obj: Any, name: str | None = None, *, namespace: str | None = None) -> Any:
         c = self._client
-        m, ns, name, cls = await c._target(kind_or_obj, name, namespace)
+        m, ns, name, cls = await target(c.rest_mapper, kind_or_obj, name, namespace)
         resp = await c.transport.request("GET", m.path(ns, name, self.subresource))
-        return c._decode(resp.body, cls)
+        return decode(resp.body, cls)
 
     async def create(
         self,
@@ -45,14 +41,16 @@ class SubResourceClient:
     ) -> Any:
         """POST ``body`` (e.g. an Eviction, a TokenRequest) to ``obj``'s subresource; returns a dict."""
         c = self._client
-        m, ns, name, _ = await c._target(obj, None, None)
-        query = write_query(dry_run=dry_run, field_manager=c._field_manager(field_manager))
+        m, ns, name, _ = await target(c.rest_mapper, obj, None, None)
+        query = write_query(
+            dry_run=dry_run, field_manager=field_manager if field_manager is not None else c.field_manager
+        )
         resp = await c.transport.request(
             "POST",
             m.path(ns, name, self.subresource),
             query=query,
             body=encode_body(body),
-            content_type=_JSON,
+            content_type=JSON,
         )
         return orjson.loads(resp.body) if resp.body else None
 
@@ -64,7 +62,7 @@ class SubResourceClient:
         field_manager: str | None = None,
         field_validation: str | None = None,
     ) -> Any:
-        return await self._client._put(obj, self.subresource, dry_run, field_manager, field_validation)
+        return await put_object(self._client, obj, self.subresource, dry_run, field_manager, field_validation)
 
     async def patch(
         self,
@@ -79,7 +77,8 @@ class SubResourceClient:
         field_validation: str | None = None,
         force: bool | None = None,
     ) -> Any:
-        return await self._client._patch(
+        return await patch_object(
+            self._client,
             kind_or_obj,
             name,
             patch,
@@ -102,6 +101,6 @@ class SubResourceClient:
         dry_run: bool = False,
         field_validation: str | None = None,
     ) -> Any:
-        return await self._client._apply(
-            obj, self.subresource, field_manager, force, namespace, dry_run, field_validation
+        return await apply_object(
+            self._client, obj, self.subresource, field_manager, force, namespace, dry_run, field_validation
         )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from mcr.manager.coordinator import BasicCoordinator, Coordinator
 from mcr.manager.engagements import ClusterInfo, ClusterState
+from mcr.manager.errors import ShutdownAbortedError, ShutdownTimeoutError
 from mcr.manager.leaderelection import LeaderElectionLostError, LeaderElector
-from mcr.manager.manager import Manager, ShutdownAbortedError, ShutdownTimeoutError
+from mcr.manager.manager import Manager
 from mcr.manager.runnables import Runnable, RunnableFunc
 from mcr.manager.scoped import FieldIndexer, ScopedManager
 

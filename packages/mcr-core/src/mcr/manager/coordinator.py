@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from mcr._controllerparts import Tenure, fence_cluster
+from mcr.controller.fence import Tenure, fence_cluster
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster

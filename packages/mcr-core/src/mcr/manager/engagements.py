@@ -75,7 +75,7 @@ class ClusterInfo:
 
 
 @dataclass(eq=False)
-class _Engagement:
+class _ClusterEntry:
     name: str
     cluster: Cluster
     engaged_at: float = field(default_factory=time.time)
@@ -91,7 +91,7 @@ class ClusterRun:
     with it until cancelled; ``await run.drain(timeout)`` first lets them finish the work in flight
     (a graceful hand-over to another replica)."""
 
-    def __init__(self, engagements: Engagements, eng: _Engagement) -> None:
+    def __init__(self, engagements: Engagements, eng: _ClusterEntry) -> None:
         self._engagements = engagements
         self._eng = eng
 
@@ -118,7 +118,7 @@ class Engagements:
         # Told of every name that stops being engaged (and of every name engaged), if given.
         self._departures = departures
         self._awares: list[Aware] = []
-        self._table: dict[str, _Engagement] = {}
+        self._table: dict[str, _ClusterEntry] = {}
         # One lock per engaged name, so replacing one cluster never waits on another cluster's
         # teardown; a name's lock goes with its last engagement unless a call holds or awaits it.
         self._locks: dict[str, asyncio.Lock] = {}
@@ -144,13 +144,9 @@ class Engagements:
         standby = self._standby is not None and self._standby()
         return [self._info(eng, reports, failures, standby) for _, eng in sorted(self._table.items())]
 
-    def task_count(self) -> int:
-        """Tasks currently owned by the table (engagements and per-aware tasks); for leak checks."""
-        return sum(1 + len(e.aware_tasks) for e in self._table.values())
-
     def _info(
         self,
-        eng: _Engagement,
+        eng: _ClusterEntry,
         reports: list[dict[str, str]],
         failures: list[tuple[str, dict[str, str]]],
         standby: bool,
@@ -173,7 +169,7 @@ class Engagements:
         )
 
     @staticmethod
-    def _state(eng: _Engagement, reports: list[dict[str, str]], standby: bool) -> ClusterState:
+    def _state(eng: _ClusterEntry, reports: list[dict[str, str]], standby: bool) -> ClusterState:
         if eng.errors:
             return ClusterState.ERROR
         if not eng.running or standby:
@@ -218,7 +214,7 @@ class Engagements:
             if old is not None:
                 log.info("replacing engaged cluster", extra={"cluster": name})
                 await self._end(old, "replaced")
-            eng = _Engagement(name, cluster)
+            eng = _ClusterEntry(name, cluster)
             self._table[name] = eng
             if self._departures is not None:
                 self._departures.returned(name)
@@ -249,13 +245,13 @@ class Engagements:
         self._table.clear()
         return overran
 
-    async def _end(self, eng: _Engagement, result: str) -> None:
+    async def _end(self, eng: _ClusterEntry, result: str) -> None:
         if eng.task is not None:
             await stop_tasks([eng.task], None)
         self._drop(eng)
         CLUSTER_ENGAGE_TOTAL.labels(result).inc()
 
-    def _drop(self, eng: _Engagement) -> None:
+    def _drop(self, eng: _ClusterEntry) -> None:
         if self._table.get(eng.name) is eng:
             del self._table[eng.name]
 
@@ -279,7 +275,7 @@ class Engagements:
                 results.append(bool(await drain(name, timeout)))
         return all(results)
 
-    async def _coordinate(self, eng: _Engagement, coordinate: bool) -> None:
+    async def _coordinate(self, eng: _ClusterEntry, coordinate: bool) -> None:
         run = ClusterRun(self, eng)
         if coordinate:
             await self.coordinator.coordinate(eng.name, eng.cluster, run)
@@ -288,7 +284,7 @@ class Engagements:
         # A coordinator must not return while engaged; hold the engagement until cancelled.
         await asyncio.get_running_loop().create_future()
 
-    async def _run(self, eng: _Engagement) -> None:
+    async def _run(self, eng: _ClusterEntry) -> None:
         """Engage every active aware with ``eng`` until cancelled (the coordinator's ``run``)."""
         if eng.running:
             raise RuntimeError(f"cluster {eng.name!r} is already running on this replica")
@@ -304,7 +300,7 @@ class Engagements:
             eng.errors.clear()
             await stop_tasks(tasks, None)
 
-    def _spawn(self, eng: _Engagement, aware: Aware) -> None:
+    def _spawn(self, eng: _ClusterEntry, aware: Aware) -> None:
         key = id(aware)
         if key in eng.aware_tasks:
             return
@@ -315,11 +311,11 @@ class Engagements:
         task.add_done_callback(functools.partial(self._aware_done, eng, key))
 
     @staticmethod
-    def _aware_done(eng: _Engagement, key: int, task: asyncio.Task[None]) -> None:
+    def _aware_done(eng: _ClusterEntry, key: int, task: asyncio.Task[None]) -> None:
         if eng.aware_tasks.get(key) is task:
             del eng.aware_tasks[key]
 
-    async def _supervise(self, eng: _Engagement, aware: Any) -> None:
+    async def _supervise(self, eng: _ClusterEntry, aware: Any) -> None:
         """Run ``aware.engage`` for ``eng``; restart it with backoff if it raises."""
         delay = _RETRY_INITIAL
         key = id(aware)

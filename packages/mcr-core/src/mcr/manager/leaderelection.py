@@ -33,18 +33,20 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from mcr._controllerparts import Tenure
+from mcr.controller.fence import Tenure
 from mcr.errors import AlreadyExistsError, ConflictError, MCRError, NotFoundError
 from mcr.metrics import LEADER_ELECTION_MASTER_STATUS, LEADER_ELECTION_SLOWPATH_TOTAL
 
 if TYPE_CHECKING:
-    from mcr.transport import Transport
+    from mcr.rest.transport import Transport
 
 __all__ = [
     "JITTER_FACTOR",
+    "SA_NAMESPACE_FILE",
     "LeaderElectionLostError",
     "LeaderElector",
     "format_micro_time",
+    "lease_namespace",
     "validate_options",
 ]
 
@@ -69,6 +71,30 @@ def format_micro_time(ts: datetime.datetime | None = None) -> str:
     """A Kubernetes MicroTime (``2006-01-02T15:04:05.000000Z``) for ``ts`` (default: now, UTC)."""
     ts = ts if ts is not None else datetime.datetime.now(datetime.UTC)
     return ts.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+"""Where a pod finds its own namespace: the default namespace of the leader lease."""
+
+
+def lease_namespace(namespace: str | None) -> str:
+    """``namespace``, else the pod's own (:data:`SA_NAMESPACE_FILE`).
+
+    ``ValueError`` when neither is known (not running in a cluster and none given).
+    """
+    if namespace:
+        return namespace
+    try:
+        with open(SA_NAMESPACE_FILE, encoding="utf-8") as f:
+            found = f.read().strip()
+    except OSError:
+        found = ""
+    if not found:
+        raise ValueError(
+            "leader_election_namespace is required when not running in a cluster "
+            f"({SA_NAMESPACE_FILE} not found)"
+        )
+    return found
 
 
 def validate_options(

@@ -24,13 +24,19 @@ import socket
 import time
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from mcr.errors import ClusterNotFoundError, MCRError
+from mcr.errors import ClusterNotFoundError
 from mcr.manager.coordinator import BasicCoordinator, Coordinator, Tenure
 from mcr.manager.engagements import ClusterInfo, ClusterState, Engagements
-from mcr.manager.leaderelection import LeaderElectionLostError, LeaderElector, validate_options
-from mcr.manager.probes import Check, HTTPServer, ProbeSet, health_app, metrics_app, parse_bind_address
+from mcr.manager.errors import ShutdownAbortedError, ShutdownTimeoutError
+from mcr.manager.leaderelection import (
+    LeaderElectionLostError,
+    LeaderElector,
+    lease_namespace,
+    validate_options,
+)
+from mcr.manager.probes import Check
 from mcr.manager.runnables import (
     RunnableFunc,
     RunnableGroup,
@@ -40,55 +46,20 @@ from mcr.manager.runnables import (
 )
 from mcr.manager.scoped import FieldIndexer, ScopedManager
 from mcr.manager.series import DEFAULT_RETENTION, DepartedSeries
+from mcr.manager.serving import Endpoints
 from mcr.manager.signals import handle_shutdown_signals, in_main_thread
-from mcr.metrics import ENGAGED_CLUSTERS, SERVED
+from mcr.metrics import ENGAGED_CLUSTERS
 from mcr.multicluster import LOCAL_CLUSTER
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
-    from mcr.config import RestConfig
     from mcr.multicluster import Provider
-    from mcr.transport import Transport
+    from mcr.rest.config import RestConfig
+    from mcr.rest.transport import Transport
 
 __all__ = ["Manager", "ShutdownAbortedError", "ShutdownTimeoutError"]
 
 log = logging.getLogger("mcr.manager")
-
-_SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-_live: weakref.WeakSet[Manager] = weakref.WeakSet()
-
-
-def refresh_engagement_metrics() -> None:
-    """Set ``mcr_engaged_clusters{state}`` from every live manager (called in the loop thread).
-
-    The metrics endpoint calls it before each scrape: cluster states are derived on demand from
-    the controllers, so there is nothing to keep in sync in between.
-    """
-    counts = dict.fromkeys(ClusterState, 0)
-    for mgr in list(_live):
-        for info in mgr.clusters():
-            counts[info.state] += 1
-    for state, count in counts.items():
-        ENGAGED_CLUSTERS.labels(state.value).set(count)
-
-
-refresh_engagement_metrics()
-
-
-class ShutdownAbortedError(MCRError):
-    """A second SIGTERM/SIGINT cut the graceful shutdown short (in-flight work was cancelled)."""
-
-
-class ShutdownTimeoutError(MCRError):
-    """Runnables did not end within the graceful shutdown timeout."""
-
-    def __init__(self, timeout: float, overran: list[str]) -> None:
-        self.timeout = timeout
-        self.overran = overran
-        super().__init__(
-            f"failed waiting for all runnables to end within grace period of {timeout}s: {', '.join(overran)}"
-        )
 
 
 class Manager:
@@ -113,7 +84,12 @@ class Manager:
     ``None`` keeps every cluster's series for the life of the process.
     ``graceful_shutdown_timeout``: seconds (30); ``0`` stops without waiting for in-flight work, a
     negative value waits for ever.
+
+    Metrics are process-wide: ``mcr_engaged_clusters`` counts the clusters of every live manager
+    of the process, and a departed cluster's series stay while any of them has it engaged.
     """
+
+    _live: ClassVar[weakref.WeakSet[Manager]] = weakref.WeakSet()
 
     def __init__(
         self,
@@ -144,8 +120,9 @@ class Manager:
         if callable(bind):
             bind(self)
         self.graceful_shutdown_timeout = graceful_shutdown_timeout
-        self._metrics_addr = parse_bind_address(metrics_bind_address)
-        self._health_addr = parse_bind_address(health_probe_bind_address)
+        self._endpoints = Endpoints(
+            metrics_bind_address, health_probe_bind_address, before_scrape=self.refresh_engagement_metrics
+        )
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.leader_election = leader_election
         self._elector: LeaderElector | None = None
@@ -156,12 +133,7 @@ class Manager:
                 raise ValueError("leader election needs a local cluster: pass a config to Manager")
             if not leader_election_id:
                 raise ValueError("leader_election_id is required when leader_election is on")
-            namespace = leader_election_namespace or _in_cluster_namespace()
-            if not namespace:
-                raise ValueError(
-                    "leader_election_namespace is required when not running in a cluster "
-                    f"({_SA_NAMESPACE_FILE} not found)"
-                )
+            namespace = lease_namespace(leader_election_namespace)
             validate_options(leader_election_id, namespace, lease_duration, renew_deadline, retry_period)
             self._leadership = Tenure(f"leader lease {namespace}/{leader_election_id}")
             self._leadership.on_lapse(self._leadership_lapsed)
@@ -177,8 +149,8 @@ class Manager:
             )
         self.elected = asyncio.Event()
         """Set once this replica may run leader-election runnables (at start without leader election)."""
-        self.healthz = ProbeSet("healthz")
-        self.readyz = ProbeSet("readyz")
+        self.healthz = self._endpoints.healthz
+        self.readyz = self._endpoints.readyz
         # A provider that can tell whether all of it runs (a multi provider's failed members).
         provider_check = getattr(provider, "check_ready", None)
         if callable(provider_check):
@@ -186,7 +158,7 @@ class Manager:
         self._departed = (
             None
             if metrics_cluster_retention is None
-            else DepartedSeries(metrics_cluster_retention, _engaged_anywhere)
+            else DepartedSeries(metrics_cluster_retention, self.engaged_anywhere)
         )
         self._engagements = Engagements(
             self.coordinator, standby=self._awaiting_leadership, departures=self._departed
@@ -198,9 +170,6 @@ class Manager:
         for group in (self._others, self._leaders, self._providers):
             group.on_start(self._runnable_started)
         self._pure_awares: list[tuple[bool, Any]] = []  # (needs leadership, aware without start())
-        self._servers: list[HTTPServer] = []
-        self._metrics_server: HTTPServer | None = None
-        self._health_server: HTTPServer | None = None
         self._started = False
         self._stop_requested: asyncio.Event | None = None
         self._stop_early = False  # stop() came before start() created its event
@@ -210,7 +179,8 @@ class Manager:
         self._elector_task: asyncio.Task[None] | None = None
         self._lead_task: asyncio.Task[None] | None = None
         self._elector_transport: Transport | None = None
-        _live.add(self)
+        Manager._live.add(self)
+        self.refresh_engagement_metrics()
 
     def __repr__(self) -> str:
         return f"Manager(local={self._config!r}, provider={self._provider!r})"
@@ -314,12 +284,33 @@ class Manager:
     @property
     def metrics_url(self) -> str | None:
         """``http://host:port`` of the metrics server once listening (``None`` before / disabled)."""
-        return self._metrics_server.url if self._metrics_server is not None else None
+        return self._endpoints.metrics_url
 
     @property
     def health_probe_url(self) -> str | None:
         """``http://host:port`` of the health probe server once listening."""
-        return self._health_server.url if self._health_server is not None else None
+        return self._endpoints.health_probe_url
+
+    # -- process-wide metrics --------------------------------------------------------------------
+
+    @staticmethod
+    def refresh_engagement_metrics() -> None:
+        """Set ``mcr_engaged_clusters{state}`` from every live manager (called in the loop thread).
+
+        The metrics endpoint calls it before each scrape: cluster states are derived on demand from
+        the controllers, so there is nothing to keep in sync in between.
+        """
+        counts = dict.fromkeys(ClusterState, 0)
+        for mgr in list(Manager._live):
+            for info in mgr.clusters():
+                counts[info.state] += 1
+        for state, count in counts.items():
+            ENGAGED_CLUSTERS.labels(state.value).set(count)
+
+    @staticmethod
+    def engaged_anywhere(name: str) -> bool:
+        """Whether a live manager of this process has ``name`` engaged (metrics are process-wide)."""
+        return any(mgr._engagements.get(name) is not None for mgr in list(Manager._live))
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -431,18 +422,7 @@ class Manager:
     async def _start_all(self) -> None:
         if self._departed is not None:
             self._series_task = asyncio.create_task(self._departed.run(), name="mcr-departed-series")
-        if self._metrics_addr is not None:
-            self._metrics_server = HTTPServer(
-                "metrics", metrics_app(SERVED, before=refresh_engagement_metrics), *self._metrics_addr
-            )
-            self._servers.append(self._metrics_server)
-            await self._metrics_server.start()
-        if self._health_addr is not None:
-            self._health_server = HTTPServer(
-                "health probe", health_app(self.healthz, self.readyz), *self._health_addr
-            )
-            self._servers.append(self._health_server)
-            await self._health_server.start()
+        await self._endpoints.start()
         local = self.local_cluster
         if local is not None:
             await local.start()
@@ -516,22 +496,8 @@ class Manager:
             await stop_tasks([self._elector_task], None)
         if self._elector_transport is not None:
             await self._elector_transport.close()
-        for server in reversed(self._servers):
-            await server.stop()
+        await self._endpoints.stop()
         if self._series_task is not None:
             await stop_tasks([self._series_task], None)
         self.elected.clear()
         return [] if abort else overran
-
-
-def _engaged_anywhere(name: str) -> bool:
-    """Whether a live manager of this process has ``name`` engaged (metrics are process-wide)."""
-    return any(mgr._engagements.get(name) is not None for mgr in list(_live))
-
-
-def _in_cluster_namespace() -> str | None:
-    try:
-        with open(_SA_NAMESPACE_FILE, encoding="utf-8") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None

@@ -20,7 +20,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from mcr._exposition import WithoutCreated
+from mcr.metrics.exposition import WithoutCreated
 
 __all__ = ["Check", "HTTPServer", "ProbeSet", "health_app", "metrics_app", "parse_bind_address"]
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
-from mcr._controllerparts import Tenure, fenced
+from mcr.controller.fence import Tenure, fenced
 
 __all__ = ["Runnable", "RunnableFunc", "RunnableGroup", "needs_leader_election", "runnable_name"]
 
@@ -72,7 +72,7 @@ class RunnableGroup:
     :meth:`stop` cancels every task and waits until ``deadline`` (monotonic time, ``None`` = wait
     forever); it returns the names of runnables still running then, after cancelling them again.
     With a ``fence`` (the leadership), each task runs only while it holds: every step is checked
-    against it (:class:`mcr._controllerparts.FencedSteps`).
+    against it (:class:`mcr.controller.fence.FencedSteps`).
     """
 
     def __init__(

@@ -2,15 +2,41 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
-    from mcr.manager.manager import Manager
+    from mcr.manager.probes import Check
     from mcr.multicluster import Provider
 
-__all__ = ["FieldIndexer", "ScopedManager"]
+__all__ = ["FieldIndexer", "RunnableHost", "ScopedManager"]
+
+
+class RunnableHost(Protocol):
+    """What a :class:`ScopedManager` delegates to: the :class:`~mcr.manager.Manager` it views."""
+
+    @property
+    def elected(self) -> asyncio.Event:
+        """Set once leader-election runnables may run."""
+        ...
+
+    def add(self, runnable: Any) -> None:
+        """Run ``runnable`` with the manager."""
+        ...
+
+    async def start(self, *, handle_signals: bool | None = None) -> None:
+        """Run everything until stopped."""
+        ...
+
+    def add_healthz_check(self, name: str, check: Check) -> None:
+        """Add a liveness check."""
+        ...
+
+    def add_readyz_check(self, name: str, check: Check) -> None:
+        """Add a readiness check."""
+        ...
 
 
 class ScopedManager:
@@ -21,7 +47,7 @@ class ScopedManager:
     from the cluster.
     """
 
-    def __init__(self, manager: Manager, name: str, cluster: Cluster) -> None:
+    def __init__(self, manager: RunnableHost, name: str, cluster: Cluster) -> None:
         self.manager = manager
         self.cluster_name = name
         self.cluster = cluster

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcr.providers._tasks import cancel_and_wait
 from mcr.providers.clusters import Clusters, ClustersProvider
-from mcr.providers.host import controller_name_for, host_cluster, run_controller, run_sourced
+from mcr.providers.discovery import registry
+from mcr.providers.host import SourcedProvider, controller_name_for, host_cluster, run_controller, run_sourced
 from mcr.providers.multi import MultiProvider, ProviderFailedError
 from mcr.providers.nop import NopProvider
 from mcr.providers.registry import ProviderInfo, UnknownProviderError
@@ -18,10 +18,10 @@ from mcr.providers.single import SingleProvider
 from mcr.providers.sourced import (
     Problem,
     SourcedClusters,
-    SourcedProvider,
     fingerprint,
     refuse_local_credentials,
 )
+from mcr.providers.tasks import cancel_and_wait
 
 __all__ = [
     "Clusters",
@@ -53,13 +53,9 @@ def create(name: str, /, **options: Any) -> Any:
     Raises :class:`UnknownProviderError` (a ``LookupError``) listing the installed names when no
     plugin registers ``name``.
     """
-    from mcr.plugins import registry
-
     return registry().create(name, **options)
 
 
 def available() -> list[ProviderInfo]:
     """Every installed provider, sorted by name."""
-    from mcr.plugins import registry
-
     return list(registry())

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mcr.plugins import RegisterProvider, hookimpl
 from mcr.providers.clusters import ClustersProvider
+from mcr.providers.hooks import RegisterProvider, hookimpl
 from mcr.providers.multi import MultiProvider
 from mcr.providers.nop import NopProvider
 from mcr.providers.single import SingleProvider

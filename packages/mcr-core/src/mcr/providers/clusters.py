@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mcr.errors import ClusterNotFoundError
-from mcr.kinds import gvk_of
-from mcr.providers._tasks import cancel_and_wait
+from mcr.providers.tasks import cancel_and_wait
+from mcr.rest.kinds import gvk_of
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
@@ -155,7 +156,9 @@ class Clusters:
             return True
 
     async def remove_if(self, name: ClusterName, cluster: Cluster) -> bool:
-        """Like :meth:`remove`, but only if ``name`` still refers to this very ``cluster``."""
+        """Deprecated (removed in a later release): like :meth:`remove`, but only if ``name`` still
+        refers to this very ``cluster``."""
+        warnings.warn("Clusters.remove_if is deprecated", DeprecationWarning, stacklevel=2)
         async with self._lock:
             entry = self._entries.get(name)
             if entry is None or entry.cluster is not cluster:

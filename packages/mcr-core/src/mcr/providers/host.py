@@ -12,18 +12,22 @@ replica (the manager starts providers before leader election).
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mcr.cluster import Cluster
 from mcr.multicluster import LOCAL_CLUSTER
-from mcr.providers._tasks import cancel_and_wait
+from mcr.providers.clusters import Extract
+from mcr.providers.sourced import ClusterFactory, Problem, SourcedClusters
+from mcr.providers.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from mcr.cluster import Cluster
     from mcr.controller import Controller
-    from mcr.multicluster import Aware
-    from mcr.providers.sourced import SourcedClusters
+    from mcr.multicluster import Aware, ClusterName
+    from mcr.rest.config import RestConfig
 
-__all__ = ["controller_name_for", "host_cluster", "run_controller", "run_sourced"]
+__all__ = ["SourcedProvider", "controller_name_for", "host_cluster", "run_controller", "run_sourced"]
 
 
 def host_cluster(aware: Any, explicit: Cluster | None, *, provider: str) -> Cluster:
@@ -41,8 +45,6 @@ def host_cluster(aware: Any, explicit: Cluster | None, *, provider: str) -> Clus
             f"the {provider} provider needs a host cluster to watch: pass cluster=mcr.Cluster(...) "
             "or run it under an mcr.Manager that has a config (its local cluster is used)"
         )
-    from mcr.cluster import Cluster
-
     if not isinstance(local, Cluster):
         raise TypeError(f"the {provider} provider: local_cluster of {aware!r} is not an mcr.Cluster")
     return local
@@ -111,3 +113,67 @@ async def run_sourced(sourced: SourcedClusters, aware: Aware, controller: Contro
     finally:
         await cancel_and_wait(tasks)
         await view.stop()
+
+
+class SourcedProvider:
+    """The part every provider built on :class:`SourcedClusters` shares: the Provider methods and
+    how a cluster is made from a :class:`~mcr.rest.config.RestConfig`.
+
+    ``provider`` names it in logs; ``cluster_options`` are passed to each :class:`mcr.Cluster`,
+    ``cluster_factory(config, name)`` replaces that call altogether. Subclasses find their sources,
+    call :meth:`SourcedClusters.apply` / ``reject`` / ``discard`` on :attr:`sourced`, and run
+    :meth:`SourcedClusters.run` (or :func:`mcr.providers.run_sourced`) in their ``start``.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        logger: logging.Logger,
+        cluster_options: Mapping[str, Any] | None = None,
+        cluster_factory: ClusterFactory | None = None,
+    ) -> None:
+        self.sourced = SourcedClusters(provider=provider, logger=logger)
+        self._view: Cluster | None = None
+        self._cluster_options = dict(cluster_options or {})
+        self._factory = cluster_factory or self._new_cluster
+
+    async def get(self, name: ClusterName) -> Cluster:
+        """The engaged cluster ``name``; :class:`~mcr.ClusterNotFoundError` otherwise."""
+        return await self.sourced.get(name)
+
+    async def index_field(self, kind: Any, field: str, extract: Extract) -> None:
+        """Index ``field`` of ``kind`` on every current and future cluster."""
+        await self.sourced.index_field(kind, field, extract)
+
+    def names(self) -> list[str]:
+        """The engaged cluster names, sorted."""
+        return self.sourced.names()
+
+    def problems(self) -> list[Problem]:
+        """Sources that yield no cluster right now, and why (never credential values)."""
+        return self.sourced.problems()
+
+    async def watch_sources(self, aware: Aware, controller: Any, view: Cluster) -> None:
+        """:func:`mcr.providers.run_sourced` with ``view`` available as :attr:`view` meanwhile (the
+        private view of the host the controller's reconciles read their sources from)."""
+        self._view = view
+        try:
+            await run_sourced(self.sourced, aware, controller, view)
+        finally:
+            self._view = None
+
+    @property
+    def view(self) -> Cluster:
+        """The private view of the host while :meth:`watch_sources` runs (``RuntimeError`` else)."""
+        view = self._view
+        if view is None:
+            raise RuntimeError(f"{self!r} is not started: its sources are read only while it runs")
+        return view
+
+    def make_cluster(self, config: RestConfig, name: str) -> Cluster:
+        """A new cluster ``name`` for ``config``, through ``cluster_factory`` if one was given."""
+        return self._factory(config, name)
+
+    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
+        return Cluster(config, name=name, **self._cluster_options)

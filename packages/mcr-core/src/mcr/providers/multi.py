@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from mcr.errors import ClusterNotFoundError, MCRError
 from mcr.multicluster import ProviderRunnable
-from mcr.providers._tasks import cancel_and_wait
 from mcr.providers.clusters import Extract
+from mcr.providers.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster

@@ -15,24 +15,25 @@ import asyncio
 import base64
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from mcr.errors import ConfigError
 from mcr.providers.clusters import Clusters, Extract
+from mcr.rest.auth import ExecCredentials, ProviderCredentials, TokenFile
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
-    from mcr.config import RestConfig
     from mcr.multicluster import Aware, ClusterName
+    from mcr.rest.config import RestConfig
 
 __all__ = [
     "ClusterFactory",
     "Problem",
     "SourcedClusters",
-    "SourcedProvider",
     "fingerprint",
     "refuse_local_credentials",
 ]
@@ -233,83 +234,12 @@ ClusterFactory = Callable[["RestConfig", str], "Cluster"]
 """``factory(config, cluster_name)`` → a new (not started) cluster."""
 
 
-class SourcedProvider:
-    """The part every provider built on :class:`SourcedClusters` shares: the Provider methods and
-    how a cluster is made from a :class:`~mcr.config.RestConfig`.
-
-    ``provider`` names it in logs; ``cluster_options`` are passed to each :class:`mcr.Cluster`,
-    ``cluster_factory(config, name)`` replaces that call altogether. Subclasses find their sources,
-    call :meth:`SourcedClusters.apply` / ``reject`` / ``discard`` on :attr:`sourced`, and run
-    :meth:`SourcedClusters.run` (or :func:`mcr.providers.run_sourced`) in their ``start``.
-    """
-
-    def __init__(
-        self,
-        *,
-        provider: str,
-        logger: logging.Logger,
-        cluster_options: Mapping[str, Any] | None = None,
-        cluster_factory: ClusterFactory | None = None,
-    ) -> None:
-        self.sourced = SourcedClusters(provider=provider, logger=logger)
-        self._view: Cluster | None = None
-        self._cluster_options = dict(cluster_options or {})
-        self._factory = cluster_factory or self._new_cluster
-
-    async def get(self, name: ClusterName) -> Cluster:
-        """The engaged cluster ``name``; :class:`~mcr.ClusterNotFoundError` otherwise."""
-        return await self.sourced.get(name)
-
-    async def index_field(self, kind: Any, field: str, extract: Extract) -> None:
-        """Index ``field`` of ``kind`` on every current and future cluster."""
-        await self.sourced.index_field(kind, field, extract)
-
-    def names(self) -> list[str]:
-        """The engaged cluster names, sorted."""
-        return self.sourced.names()
-
-    def problems(self) -> list[Problem]:
-        """Sources that yield no cluster right now, and why (never credential values)."""
-        return self.sourced.problems()
-
-    async def watch_sources(self, aware: Aware, controller: Any, view: Cluster) -> None:
-        """:func:`mcr.providers.run_sourced` with ``view`` available as :attr:`view` meanwhile (the
-        private view of the host the controller's reconciles read their sources from)."""
-        from mcr.providers.host import run_sourced
-
-        self._view = view
-        try:
-            await run_sourced(self.sourced, aware, controller, view)
-        finally:
-            self._view = None
-
-    @property
-    def view(self) -> Cluster:
-        """The private view of the host while :meth:`watch_sources` runs (``RuntimeError`` else)."""
-        view = self._view
-        if view is None:
-            raise RuntimeError(f"{self!r} is not started: its sources are read only while it runs")
-        return view
-
-    def make_cluster(self, config: RestConfig, name: str) -> Cluster:
-        """A new cluster ``name`` for ``config``, through ``cluster_factory`` if one was given."""
-        return self._factory(config, name)
-
-    def _new_cluster(self, config: RestConfig, name: str) -> Cluster:
-        from mcr.cluster import Cluster
-
-        return Cluster(config, name=name, **self._cluster_options)
-
-
 def refuse_local_credentials(config: RestConfig, source: str) -> None:
     """Refuse credentials that act on the controller's own machine: an exec plugin (a command it
     would run), an auth provider (its own login) or a token file (its own file system, e.g. its
     ServiceAccount token). A kubeconfig read from a cluster (a Secret) must not be able to use
     them: whoever can write that Secret could run commands in the controller or send its token to
     a server of their choosing. :class:`~mcr.ConfigError` names ``source``."""
-    from mcr._auth import ExecCredentials, ProviderCredentials, TokenFile
-    from mcr.errors import ConfigError
-
     for kind, what in (
         (ExecCredentials, "an exec plugin (users[].exec), a command the controller would run"),
         (ProviderCredentials, "an auth provider (users[].auth-provider), the controller's own login"),

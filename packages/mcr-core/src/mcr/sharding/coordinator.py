@@ -64,7 +64,7 @@ from mcr.sharding.peers import LeasePeers, PeerRegistry, Sharder
 
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
-    from mcr.config import RestConfig
+    from mcr.rest.config import RestConfig
 
 __all__ = ["ShardedCoordinator"]
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,8 +45,8 @@ if TYPE_CHECKING:
     from mcr.cluster import Cluster
 
 __all__ = [
-    "Engagement",
     "IndexProbe",
+    "RecordedEngagement",
     "RecordingAware",
     "cache_index_probe",
     "check_provider",
@@ -54,7 +55,7 @@ __all__ = [
 
 
 @dataclass(eq=False)
-class Engagement:
+class RecordedEngagement:
     """One ``engage`` call seen by a :class:`RecordingAware`; ``ended`` once it was cancelled."""
 
     name: str
@@ -72,11 +73,11 @@ class RecordingAware:
 
     def __init__(self) -> None:
         self.engaged: dict[str, Cluster] = {}
-        self.history: list[Engagement] = []
+        self.history: list[RecordedEngagement] = []
         self.changed = asyncio.Event()
 
     async def engage(self, name: str, cluster: Cluster) -> None:
-        record = Engagement(name, cluster)
+        record = RecordedEngagement(name, cluster)
         self.history.append(record)
         self.engaged[name] = cluster
         self.changed.set()
@@ -88,11 +89,11 @@ class RecordingAware:
                 del self.engaged[name]
             self.changed.set()
 
-    def engagements(self, name: str) -> list[Engagement]:
+    def engagements(self, name: str) -> list[RecordedEngagement]:
         """Every engagement of ``name`` so far, oldest first."""
         return [e for e in self.history if e.name == name]
 
-    def active(self, name: str) -> list[Engagement]:
+    def active(self, name: str) -> list[RecordedEngagement]:
         """The engagements of ``name`` not yet cancelled (more than one is a contract violation)."""
         return [e for e in self.history if e.name == name and not e.ended]
 
@@ -300,3 +301,14 @@ async def _check(
         assert all(e.cluster is not gone or e.ended for e in aware.history)
 
     running()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Engagement":  # RecordedEngagement's former name, kept for one release
+        warnings.warn(
+            f"{__name__}.Engagement is deprecated; use {__name__}.RecordedEngagement",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return RecordedEngagement
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Batched Prometheus updates for the per-item hot path (work queue, reconcile workers).
 
-prometheus_client takes a lock for every counter increment and histogram bucket (about 1-2 µs
-each), which would be most of the queue's cost per item. A :class:`Batch` counts locally and adds
+prometheus_client takes a lock for every counter increment and histogram bucket, which would be
+most of the queue's cost per item. A :class:`Batch` counts locally and adds
 the totals to the real metric children at most ``interval`` seconds later (one loop timer per
 batch, armed only while something is pending), or when :meth:`Batch.flush` is called (on stop,
 on demand). Values seen by a scrape are therefore at most ``interval`` old; nothing is lost.
@@ -9,14 +9,14 @@ on demand). Values seen by a scrape are therefore at most ``interval`` old; noth
 A histogram observation is one ``list.append``: the values are bucketed when flushed, in bulk.
 Most flushes span few buckets (reconciles of a few ms land in the first bucket of
 ``reconcile_time_seconds``): the smallest and largest value tell which, and one counting pass in C
-per bucket bound between them buckets every value (sorting costs about 110 ns a value, a pass
-about 25). Values spread over more than :data:`MAX_PASSES` bounds are sorted once instead, then
-found with one binary search per bucket bound. The list keeps its identity across
+per bucket bound between them buckets every value (a pass costs a fraction of a sort). Values
+spread over more than :data:`MAX_PASSES` bounds are sorted once instead, then found with one
+binary search per bucket bound. The list keeps its identity across
 flushes, so a hot path may bind ``h.values.append`` once, and then keeps the batch's timer armed
 itself (``if batch.timer is None: batch.touch()``) once per unit of work instead of per
-observation. A histogram holds at most one interval's observations (32 bytes each: 3 MiB at
-100,000 observations a second); an ``array('d')`` would take a quarter of that but costs more
-per append than the rest of a no-op reconcile's bookkeeping. One value observed many times
+observation. A histogram holds at most one interval's observations (a float object each); an
+``array('d')`` would take less memory but costs more per append than the rest of a no-op
+reconcile's bookkeeping. One value observed many times
 (:meth:`BatchedHistogram.observe_many`: a run of work items queued together waited as long) is
 kept once with its count, and bucketed once per flush.
 
@@ -85,17 +85,17 @@ def _layout(target_bounds: tuple[_Bounds, ...]) -> _Layout:
 class BatchedCounter:
     """A counter child's pending increments."""
 
-    __slots__ = ("_batch", "child", "pending")
+    __slots__ = ("batch", "child", "pending")
 
     def __init__(self, batch: Batch, child: Any) -> None:
-        self._batch = batch
+        self.batch = batch
         self.child = child
         self.pending = 0.0
 
     def inc(self, amount: float = 1.0) -> None:
         self.pending += amount
-        if self._batch.timer is None:
-            self._batch.touch()
+        if self.batch.timer is None:
+            self.batch.touch()
 
     def flush(self) -> None:
         if self.pending:
@@ -219,8 +219,8 @@ class BatchedHistogram:
     """
 
     __slots__ = (
-        "_batch",
         "_buckets_of",
+        "batch",
         "bounds",
         "child",
         "counted_sum",
@@ -231,7 +231,7 @@ class BatchedHistogram:
     )
 
     def __init__(self, batch: Batch, child: Any) -> None:
-        self._batch = batch
+        self.batch = batch
         self.child = child
         self.targets = [_Target(child)]
         self.values: list[float] = []
@@ -286,15 +286,15 @@ class BatchedHistogram:
     def observe(self, value: float) -> None:
         """Record ``value`` (in Prometheus within the batch's interval)."""
         self.values.append(value)
-        if self._batch.timer is None:
-            self._batch.touch()
+        if self.batch.timer is None:
+            self.batch.touch()
 
     def observe_many(self, value: float, count: int) -> None:
         """Record ``value`` ``count`` times (as ``count`` calls of :meth:`observe` would)."""
         if count > 0:
             self.weighted.append((value, count))
-            if self._batch.timer is None:
-                self._batch.touch()
+            if self.batch.timer is None:
+                self.batch.touch()
 
     def _flush_counts(self) -> None:
         counts = self.counts

@@ -1,4 +1,4 @@
-"""Task helpers shared by the providers."""
+"""Task helpers for providers: cancelling the tasks a provider owns and waiting for them."""
 
 from __future__ import annotations
 

@@ -2,16 +2,8 @@
 
 A :class:`Controller` is both a runnable (:meth:`Controller.start` runs the workers until
 cancelled) and multi-cluster *aware* (:meth:`Controller.engage` runs one cluster's watches for as
-long as the cluster is engaged). Result semantics follow controller-runtime:
-
-=======================  ===================================================  ================
-reconcile outcome        queue action                                         ``result`` label
-=======================  ===================================================  ================
-returns None / Result()  forget (clear backoff)                               success
-``requeue_after > 0``    forget, then add after the delay (with ``priority``)  requeue_after
-raises TerminalError     forget, no requeue; counted as error and terminal    error
-raises anything else     add rate-limited (per-item backoff), logged w/ trace  error
-=======================  ===================================================  ================
+long as the cluster is engaged). What a reconcile's outcome does to its request is
+:mod:`mcr.controller.outcome`'s (controller-runtime's result semantics).
 
 What mcr does beyond upstream: engagement never blocks (each watch syncs in its own task with the
 cache sync timeout and retries with backoff, a kind missing in one cluster is retried there
@@ -25,46 +17,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, ClassVar
 
 from mcr import metrics
-from mcr._controllerparts import (
-    UNFENCED,
-    ClusterMetrics,
-    Engagement,
-    FencedSteps,
-    FenceLapsed,
-    Tenure,
-    cluster_fence,
-)
-from mcr._metricbatch import Batch
-from mcr.errors import ClusterNotFoundError, TerminalError
-from mcr.log import _fields as _log_fields
-from mcr.ratelimit import RateLimiter
-from mcr.reconcile import Request, Result, _current_request, as_reconcile_func
-from mcr.source import Channel, Kind, kind_name
+from mcr.controller.engagement import ClusterMetrics, EngagedCluster
+from mcr.controller.fence import UNFENCED, FencedSteps, FenceLapsed, Tenure, cluster_fence
+from mcr.controller.inflight import InFlight
+from mcr.controller.outcome import drop_unfenced, drop_unserved, record_failure, record_result
+from mcr.log import set_task_fields
+from mcr.metrics.batching import Batch
+from mcr.reconcile import Request, Result, as_reconcile_func, set_current_request
+from mcr.source import Channel, ClusterFilter, Kind
 from mcr.workqueue import QueueShutDown, WorkQueue
+from mcr.workqueue.ratelimit import RateLimiter
 
 if TYPE_CHECKING:
-    from mcr.cache.handlers import Registration
     from mcr.cluster import Cluster
 
 __all__ = ["ClusterFilter", "Controller"]
 
 log = logging.getLogger("mcr.controller")
 
-ClusterFilter = Callable[[str, "Cluster"], bool]
-
-_names: weakref.WeakValueDictionary[str, Controller] = weakref.WeakValueDictionary()
-
 RUN_LIMIT = 64
 """The most ready requests a single worker takes at once (see ``Controller._worker``)."""
 RUN_SECONDS = 0.001
 """A worker's run of requests grows while runs take less than this (seconds), else starts over at one."""
-
-# Log fields a worker takes from its request rather than from the surrounding context.
-_REQUEST_FIELDS = ("cluster", "namespace", "name")
 
 
 class Controller:
@@ -80,6 +58,9 @@ class Controller:
     among live controllers, else ``ValueError``), ``engage_retry`` (first and longest delay between
     attempts to start a failed watch; 1 s and 60 s).
     """
+
+    # The live controllers by name: names are unique per process, as controller-runtime's.
+    _names: ClassVar[weakref.WeakValueDictionary[str, Controller]] = weakref.WeakValueDictionary()
 
     def __init__(
         self,
@@ -103,12 +84,12 @@ class Controller:
                 f"got {max_concurrent_reconciles}"
             )
         if not skip_name_validation:
-            if name in _names:
+            if name in Controller._names:
                 raise ValueError(
                     f"controller with name {name!r} already exists; controller names must be unique "
                     "(or pass skip_name_validation=True)"
                 )
-            _names[name] = self
+            Controller._names[name] = self
         self.name = name
         self._reconcile = as_reconcile_func(reconciler)
         self.reconciler = reconciler
@@ -121,14 +102,9 @@ class Controller:
         self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=rate_limiter)
         self._kinds: list[Kind] = []
         self._channels: list[Channel] = []
-        self._engagements: dict[str, Engagement] = {}
+        self._engagements: dict[str, EngagedCluster] = {}
         self._ever_engaged = False
-        # Per worker: its task and the request it is reconciling (None between requests). A slot
-        # per worker costs two stores per reconcile where a dict of in-flight requests costs three
-        # hashed operations.
-        self._worker_tasks: list[asyncio.Task[None]] = []
-        self._current: list[Request | None] = []
-        self._aborted: set[Request] = set()
+        self._inflight = InFlight()  # per worker: its task and the request it is reconciling
         self._draining: set[str] = set()  # clusters being handed over (see drain)
         self._leadership: Tenure = UNFENCED  # see fence()
         # Bumped whenever a cluster may stop being served (engage, drain, disengage): a worker
@@ -142,10 +118,8 @@ class Controller:
         # pop and done, which covers the worker's observations in between.
         self._batch: Batch = batch
         metrics.MAX_CONCURRENT_RECONCILES.labels(name).set(max_concurrent_reconciles)
-        current = self._current
-        metrics.ACTIVE_WORKERS.labels(name).set_function(
-            lambda: float(sum(1 for req in current if req is not None))
-        )
+        inflight = self._inflight  # not self: the gauge must not keep the controller alive
+        metrics.ACTIVE_WORKERS.labels(name).set_function(lambda: float(inflight.active()))
 
     def __repr__(self) -> str:
         return f"Controller({self.name!r})"
@@ -158,7 +132,7 @@ class Controller:
             self._kinds.append(source)
             for eng in self._engagements.values():
                 if self._selects(eng.name, eng.cluster) and source.should_engage(eng.name, eng.cluster):
-                    self._start_watch(eng, source)
+                    eng.start_watch(source, self.queue, self.name, self.cache_sync_timeout, self.engage_retry)
         elif isinstance(source, Channel):
             if self._started:
                 raise RuntimeError(f"controller {self.name!r}: add Channel sources before start()")
@@ -188,7 +162,7 @@ class Controller:
         tenure.on_lapse(self._leadership_lapsed)
 
     def _leadership_lapsed(self) -> None:
-        cancelled = self._cancel_in_flight(None)
+        cancelled = self._inflight.cancel(None)
         log.warning("leadership lapsed: cancelled %d reconciles", cancelled, extra={"controller": self.name})
 
     # --- clusters -----------------------------------------------------------------------------
@@ -239,7 +213,7 @@ class Controller:
             old.superseded.set()
             await old.stop()
         self._draining.discard(name)
-        eng = Engagement(name, cluster, cluster_fence(name, cluster))
+        eng = EngagedCluster(name, cluster, cluster_fence(name, cluster))
         if eng.fence is not UNFENCED:
             eng.unwatch = eng.fence.on_lapse(lambda: self._fence_lapsed(eng))
         self._engagements[name] = eng
@@ -248,7 +222,7 @@ class Controller:
         if self._selects(name, cluster):
             for src in self._kinds:
                 if src.should_engage(name, cluster):
-                    self._start_watch(eng, src)
+                    eng.start_watch(src, self.queue, self.name, self.cache_sync_timeout, self.engage_retry)
         try:
             await eng.superseded.wait()
         except asyncio.CancelledError:
@@ -273,13 +247,13 @@ class Controller:
         try:
             async with asyncio.timeout(timeout):
                 # Polled: a hand-over is rare, and the workers' hot path stays free of signalling.
-                while any(req is not None and req.cluster_name == name for req in self._current):  # noqa: ASYNC110
+                while self._inflight.running_for(name):  # noqa: ASYNC110
                     await asyncio.sleep(0.01)
         except TimeoutError:
             return False
         return True
 
-    async def _disengage(self, eng: Engagement) -> None:
+    async def _disengage(self, eng: EngagedCluster) -> None:
         await eng.stop()
         if self._engagements.get(eng.name) is not eng:
             return  # replaced meanwhile: the new engagement owns the queue entries
@@ -287,7 +261,7 @@ class Controller:
         self._served_epoch += 1
         self._draining.discard(eng.name)
         dropped = self.queue.forget_cluster(eng.name)
-        cancelled = self._cancel_in_flight(eng.name)
+        cancelled = self._inflight.cancel(eng.name)
         log.info(
             "disengaged cluster: dropped %d queued requests, cancelled %d reconciles",
             dropped,
@@ -296,26 +270,10 @@ class Controller:
         )
         self._retire_metrics(eng.name)
 
-    def _cancel_in_flight(self, cluster: str | None) -> int:
-        """Cancel the reconciles in flight of ``cluster`` (``None``: all); returns how many.
-
-        Synchronous, so a reconcile whose next step is already due when a fence lapses is
-        cancelled before it takes it. The worker takes the cancellation back and goes on.
-        """
-        cancelled = 0
-        for req, task in zip(self._current, self._worker_tasks, strict=True):
-            if req is None or req in self._aborted:
-                continue
-            if cluster is None or req.cluster_name == cluster:
-                self._aborted.add(req)
-                task.cancel()
-                cancelled += 1
-        return cancelled
-
-    def _fence_lapsed(self, eng: Engagement) -> None:
+    def _fence_lapsed(self, eng: EngagedCluster) -> None:
         if self._engagements.get(eng.name) is not eng:
             return  # replaced or disengaged: the reconciles in flight belong to another engagement
-        cancelled = self._cancel_in_flight(eng.name)
+        cancelled = self._inflight.cancel(eng.name)
         log.warning(
             "the cluster's fence lapsed: cancelled %d reconciles",
             cancelled,
@@ -330,59 +288,11 @@ class Controller:
         flush would visit them. Called at disengagement and when a reconcile that disengagement
         cancelled has finished.
         """
-        if cluster in self._engagements or any(
-            req is not None and req.cluster_name == cluster for req in self._current
-        ):
+        if cluster in self._engagements or self._inflight.running_for(cluster):
             return
         m = self._cluster_metrics.pop(cluster, None)
         if m is not None:
             self._batch.discard(m.members())
-
-    def _start_watch(self, eng: Engagement, src: Kind) -> None:
-        eng.states[src] = "pending"
-        eng.tasks[src] = asyncio.get_running_loop().create_task(
-            self._run_watch(eng, src), name=f"mcr-watch-{self.name}-{eng.name}-{kind_name(src.kind)}"
-        )
-
-    async def _run_watch(self, eng: Engagement, src: Kind) -> None:
-        """Start ``src`` on ``eng``'s cluster, retrying with backoff; hold it until cancelled."""
-        delay, longest = self.engage_retry
-        while True:
-            registration: Registration | None = None
-            try:
-                # The whole start (discovery, informer creation, sync) is bounded, not just the
-                # sync: an unresponsive API server must not hold this watch for ever.
-                async with asyncio.timeout(self.cache_sync_timeout):
-                    registration = await src.start_for_cluster(
-                        eng.name, eng.cluster, self.queue, sync_timeout=self.cache_sync_timeout
-                    )
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001  # any failure of one watch: retry it, keep the others
-                eng.states[src] = "failed"
-                eng.errors[src] = f"watch of {kind_name(src.kind)}: {str(exc) or type(exc).__name__}"
-                log.warning(
-                    "watch of %s failed in cluster %r, retrying in %.1fs: %s",
-                    kind_name(src.kind),
-                    eng.name,
-                    delay,
-                    str(exc) or type(exc).__name__,
-                    extra={"controller": self.name, "cluster": eng.name},
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, longest)
-                continue
-            eng.states[src] = "synced"
-            eng.errors.pop(src, None)
-            log.debug(
-                "watching %s",
-                kind_name(src.kind),
-                extra={"controller": self.name, "cluster": eng.name},
-            )
-            try:
-                await asyncio.get_running_loop().create_future()  # until cancelled
-            finally:
-                registration.remove()
 
     # --- running ------------------------------------------------------------------------------
 
@@ -397,8 +307,8 @@ class Controller:
             raise RuntimeError(f"controller {self.name!r} was already started")
         self._started = True
         loop = asyncio.get_running_loop()
-        self._current[:] = [None] * self.max_concurrent_reconciles
-        workers = self._worker_tasks
+        self._inflight.current[:] = [None] * self.max_concurrent_reconciles
+        workers = self._inflight.tasks
         workers[:] = [
             loop.create_task(self._worker(i), name=f"mcr-worker-{self.name}-{i}")
             for i in range(self.max_concurrent_reconciles)
@@ -416,8 +326,8 @@ class Controller:
                     task.cancel()
                 await asyncio.gather(*workers, *channels, return_exceptions=True)
                 self.flush_metrics()
-                if _names.get(self.name) is self:
-                    del _names[self.name]
+                if Controller._names.get(self.name) is self:
+                    del Controller._names[self.name]
 
     async def _worker(self, slot: int) -> None:
         """One worker: take a request, reconcile it, record the outcome, mark it done; repeat.
@@ -434,23 +344,20 @@ class Controller:
         take = queue.take
         engagements = self._engagements
         cluster_metrics = self._cluster_metrics
-        current = self._current
-        aborted = self._aborted
+        current = self._inflight.current
+        aborted = self._inflight.aborted
         timeout = self.reconcile_timeout
         call = self._reconcile if timeout is None else self._reconcile_within
         # The current request is set per request and not reset after it: resetting costs as much
         # as setting, and nothing runs in this task between two requests but this loop, which
         # clears it before waiting for work and before logging about a request it drops.
-        set_request = _current_request.set
+        set_request = set_current_request
         clock = queue.clock
         batch = self._batch
         controller = self.name
         forget = queue.forget
         backed_off = queue.backed_off  # items with a failure history to forget on success
-        outer = _log_fields.get()
-        _log_fields.set(
-            {**{k: v for k, v in outer.items() if k not in _REQUEST_FIELDS}, "controller": controller}
-        )
+        set_task_fields(controller=controller)
         # A single worker takes the ready requests in runs (`take`), sized so that a run takes
         # about a millisecond: doubled after a faster run, back to one request after a slower one.
         # Runs save the per-request hand-out; short ones keep the queue's de-duplication and
@@ -487,15 +394,15 @@ class Controller:
             try:
                 for req in reqs:
                     try:
-                        cluster = req[2]  # req.cluster_name, without the property call
+                        cluster = req.cluster_name
                         if cluster is not served or epoch != self._served_epoch:
                             eng = engagements.get(cluster)
                             if (draining and cluster in draining) or (eng is None and self._ever_engaged):
                                 set_request(None)
-                                self._drop(req)
+                                drop_unserved(queue, req, controller, handed_over=cluster in draining)
                                 continue
                             fence = UNFENCED if eng is None else eng.fence
-                            # Not kept past this check: an idle worker holding the Engagement would
+                            # Not kept past this check: an idle worker holding the EngagedCluster would
                             # keep a disengaged cluster (its cache, informers, objects) alive.
                             eng = None
                             fenced = fence is not UNFENCED or lead is not UNFENCED
@@ -513,7 +420,7 @@ class Controller:
                             # Then each step of the reconcile is checked again.
                             if start >= fence.valid_until or start >= lead.valid_until:
                                 set_request(None)
-                                self._drop_unfenced(req, fence)
+                                drop_unfenced(queue, req, fence, lead, controller)
                                 continue
                             reconcile: Awaitable[Result | None] = steps.run(call(req))
                         else:
@@ -527,7 +434,7 @@ class Controller:
                                     forget(req)
                                 ok += 1  # success.inc(); the batch is armed below
                             else:
-                                self._handle_result(req, result, m)
+                                record_result(self.queue, req, result, m)
                         except FenceLapsed:
                             # Resumed after its fence lapsed (a paused process, say): the worker's
                             # own exception, never a cancellation of the worker; it goes on.
@@ -541,7 +448,7 @@ class Controller:
                             queue.forget(req)
                             log.info("reconcile cancelled: cluster disengaged or its fence lapsed")
                         except Exception as exc:  # noqa: BLE001  # any reconciler error: recorded, requeued
-                            self._failed(req, exc, m)
+                            record_failure(self.queue, req, exc, m, timed=self.reconcile_timeout is not None)
                         finally:
                             end = clock()
                             # The reconcile time, mirrored into the queue's work duration (same
@@ -584,49 +491,6 @@ class Controller:
         async with asyncio.timeout(self.reconcile_timeout):
             return await self._reconcile(req)
 
-    def _drop(self, req: Request) -> None:
-        """Let a held request go unreconciled: its cluster is being handed over or is not engaged.
-
-        A cluster being handed over (held since the run was taken, or enqueued since by another
-        cluster's mapping): not started, so it goes like a queued request; a cluster not engaged:
-        its backoff is forgotten too. Either way it stops processing with the rest of the run.
-        (A run taken before a shutdown is finished, as the request in flight is.)
-        """
-        cluster = req.cluster_name
-        if cluster in self._draining:
-            log.debug("dropping %s: cluster %r is being handed over", req, cluster)
-            return
-        self.queue.forget(req)
-        log.debug("dropping %s: cluster %r is not engaged", req, cluster, extra={"controller": self.name})
-
-    def _drop_unfenced(self, req: Request, fence: Tenure) -> None:
-        """Let a request go unreconciled: this replica is no longer sure it holds the cluster's
-        fence or leadership (the cluster is being given up, or the manager is stopping)."""
-        self.queue.forget(req)
-        lost = fence if fence.valid_until <= self.queue.clock() else self._leadership
-        log.debug("dropping %s: %s is not held", req, lost.name, extra={"controller": self.name})
-
-    def _failed(self, req: Request, exc: Exception, m: ClusterMetrics) -> None:
-        """Record a reconcile that raised ``exc`` and requeue it unless that is pointless."""
-        queue = self.queue
-        if isinstance(exc, TerminalError):
-            queue.forget(req)
-            m.error.inc()
-            m.errors.inc()
-            m.terminal.inc()
-            log.error("terminal reconciler error (not requeued)", exc_info=exc)
-        elif isinstance(exc, ClusterNotFoundError):
-            queue.forget(req)
-            m.success.inc()
-            log.debug("dropping request: %s", exc)
-        else:
-            queue.add_rate_limited(req)
-            m.error.inc()
-            m.errors.inc()
-            if isinstance(exc, TimeoutError) and self.reconcile_timeout is not None:
-                m.timeouts.inc()
-            log.error("reconciler error", exc_info=exc)
-
     def _metrics_for(self, cluster: str) -> ClusterMetrics:
         m = self._cluster_metrics.get(cluster)
         if m is None:
@@ -634,24 +498,3 @@ class Controller:
             # A reconcile's time is its work duration in the queue (from hand-out to done).
             self.queue.mirror_work_duration(m.time)
         return m
-
-    def _handle_result(self, req: Request, result: object, m: ClusterMetrics) -> None:
-        """Act on what a reconcile returned other than ``None`` (the worker handles that)."""
-        queue = self.queue
-        if not isinstance(result, Result):
-            queue.add_rate_limited(req)
-            m.error.inc()
-            m.errors.inc()
-            log.error(
-                "reconciler returned %r, expected mcr.Result or None; requeued with backoff",
-                type(result).__name__,
-            )
-            return
-        after = result.requeue_after
-        if after is not None and after > 0:
-            queue.forget(req)
-            queue.add_after(req, after, result.priority or 0)
-            m.requeue_after.inc()
-        else:
-            queue.forget(req)
-            m.success.inc()

@@ -1,6 +1,6 @@
 """Per-cluster credential sources: static tokens, token files, exec plugins, auth providers.
 
-Each :class:`Credentials` object belongs to one cluster's :class:`~mcr.config.RestConfig` and
+Each :class:`Credentials` object belongs to one cluster's :class:`~mcr.rest.config.RestConfig` and
 caches what it obtained until it expires; the transport asks it for the ``Authorization`` header
 before each request and calls :meth:`Credentials.refresh` once after a 401. Nothing here touches
 the ``kubernetes`` package's process-global default configuration, and no credential value is ever

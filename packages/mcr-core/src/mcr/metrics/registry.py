@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from mcr._exposition import WithoutCreated
+from mcr.metrics.exposition import WithoutCreated
 
 __all__ = [
     "ACTIVE_WORKERS",
@@ -341,8 +341,8 @@ def forget_clusters(names: Collection[str]) -> None:
 
     Their values are gone from ``/metrics`` (Prometheus marks the series stale); a later use of a
     name starts its series from zero, which ``rate()`` and ``increase()`` treat as a counter
-    reset. One pass over each metric's series whatever the number of names (about 1 ms with a
-    thousand clusters); thread-safe, like prometheus_client's own ``remove``.
+    reset. One pass over each metric's series whatever the number of names; thread-safe, like
+    prometheus_client's own ``remove``.
     """
     wanted = frozenset(names)
     if not wanted:

@@ -27,8 +27,6 @@ The queue belongs to one event loop and is not thread-safe. Metrics use controll
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
@@ -37,9 +35,12 @@ from operator import itemgetter
 from operator import sub as _minus
 from typing import Any, Generic, TypeVar
 
-from mcr._metricbatch import Batch, BatchedHistogram
-from mcr._queueparts import ClusterQueue, Info, QueueMetrics, take_stale
-from mcr.ratelimit import RateLimiter, cluster_of, default_controller_rate_limiter
+from mcr.metrics.batching import Batch, BatchedHistogram
+from mcr.workqueue.delay import Delayed
+from mcr.workqueue.fair import ClusterQueue, Info, Rounds
+from mcr.workqueue.metrics import QueueMetrics
+from mcr.workqueue.ratelimit import RateLimiter, cluster_of, default_controller_rate_limiter
+from mcr.workqueue.waiters import Waiters
 
 __all__ = ["LOW_PRIORITY", "QueueShutDown", "WorkQueue"]
 
@@ -74,21 +75,21 @@ class WorkQueue(Generic[T]):
         self._cluster_of = cluster_of
         self.clock = clock
         """The queue's clock (``time.monotonic`` unless given): enqueue and hand-out times."""
-        self._seq = 0
         self._queued: dict[T, Info] = {}
-        self._subs: dict[str, ClusterQueue[T]] = {}
-        self._rr: deque[ClusterQueue[T]] = deque()
-        self._stale: dict[T, dict[int, int]] = {}
+        self._rounds: Rounds[T] = Rounds()
+        # The rounds' containers, bound once: the hot paths read them directly.
+        self._subs = self._rounds.subs
+        self._rr = self._rounds.rr
+        self._stale = self._rounds.stale
         # The deque _pop may take from directly: set while exactly one cluster has ready items,
         # all at one priority; any new cluster, level or requeue in between clears it.
         self._fast: deque[T] | None = None
         self._processing: dict[T, float] = {}
         self._dirty: dict[T, int] = {}
-        self._waiting: dict[T, tuple[float, int]] = {}
-        self._delayed: list[tuple[float, int, T]] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
-        self._getters: deque[asyncio.Future[None]] = deque()
+        self._delayed: Delayed[T] = Delayed(clock, self.add)
+        self._waiting = self._delayed.waiting
+        self._waiters = Waiters()
+        self._getters = self._waiters.futures  # empty: nobody to wake
         self.popped_at = 0.0
         """The :attr:`clock` reading when the last item was handed out (a worker's start time)."""
         self._shutting_down = False
@@ -139,10 +140,10 @@ class WorkQueue(Generic[T]):
         if m is not None:
             adds = m.adds  # adds.inc(), inlined
             adds.pending += 1.0
-            if adds._batch.timer is None:
-                adds._batch.touch()
+            if adds.batch.timer is None:
+                adds.batch.touch()
         if self._getters:
-            self._wake_one()
+            self._waiters.wake_one()
 
     def _add_known(self, item: T, priority: int) -> None:
         """The rest of :meth:`add`: ``item`` is waiting, processing or queued already."""
@@ -164,7 +165,7 @@ class WorkQueue(Generic[T]):
             if m is not None:
                 m.adds.inc()
             if self._getters:
-                self._wake_one()
+                self._waiters.wake_one()
         elif priority > info[0]:
             # The entry at the old priority goes stale; _pop skips it.
             counts = self._stale.setdefault(item, {})
@@ -206,7 +207,7 @@ class WorkQueue(Generic[T]):
                 m.adds.inc(added)
             getters = self._getters
             while added and getters:
-                self._wake_one()
+                self._waiters.wake_one()
                 added -= 1
             return
         for item in items:
@@ -225,17 +226,7 @@ class WorkQueue(Generic[T]):
             return
         if item in self._queued:
             return
-        ready_at = self.clock() + delay
-        waiting = self._waiting.get(item)
-        if waiting is not None and waiting[0] <= ready_at:
-            if priority > waiting[1]:
-                self._waiting[item] = (waiting[0], priority)
-            return
-        self._waiting[item] = (ready_at, priority)
-        self._seq += 1
-        heapq.heappush(self._delayed, (ready_at, self._seq, item))
-        if self._timer is None or ready_at < self._timer_at:
-            self._arm_timer(ready_at)
+        self._delayed.add(item, self.clock() + delay, priority)
 
     def add_rate_limited(self, item: T, priority: int = 0) -> None:
         """Queue ``item`` after the delay its rate limiter gives for one more failure."""
@@ -272,7 +263,7 @@ class WorkQueue(Generic[T]):
             if item is not _NOTHING:
                 self._arm_metrics()
                 return item  # type: ignore[return-value]  # _pop returns T or the sentinel
-            await self._woken()
+            await self._waiters.wait()
 
     async def wait(self) -> None:
         """Wait until an item is ready; take it with :meth:`take` (or :meth:`get_nowait`).
@@ -286,7 +277,7 @@ class WorkQueue(Generic[T]):
             raise QueueShutDown(f"work queue {self.name!r} is shut down")
         if self._queued:
             return
-        await self._woken()
+        await self._waiters.wait()
         if self._shutting_down:
             raise QueueShutDown(f"work queue {self.name!r} is shut down")
 
@@ -401,7 +392,7 @@ class WorkQueue(Generic[T]):
             if priority is not None and not self._shutting_down:
                 self._push(item, priority, self.clock())
                 if self._getters:
-                    self._wake_one()
+                    self._waiters.wake_one()
         if self._drained is not None and not self._processing:
             self._drained.set()
 
@@ -413,23 +404,10 @@ class WorkQueue(Generic[T]):
         Items of that cluster that are processing stay processing until ``done`` but are not
         requeued. Returns how many queued or waiting items were dropped.
         """
-        dropped = 0
         self._fast = None
-        sub = self._subs.pop(cluster_name, None)
-        if sub is not None:
-            self._rr.remove(sub)
-            queued = self._queued
-            stale = self._stale
-            for dq in sub.levels.values():
-                for item in dq:
-                    if stale:
-                        stale.pop(item, None)
-                    if queued.pop(item, None) is not None:
-                        dropped += 1
+        dropped = self._rounds.forget(cluster_name, self._queued)
         of = self._cluster_of
-        for item in [item for item in self._waiting if of(item) == cluster_name]:
-            del self._waiting[item]
-            dropped += 1
+        dropped += self._delayed.drop_where(lambda item: of(item) == cluster_name)
         for item in [item for item in self._dirty if of(item) == cluster_name]:
             del self._dirty[item]
         self.backed_off.difference_update([item for item in self.backed_off if of(item) == cluster_name])
@@ -444,15 +422,8 @@ class WorkQueue(Generic[T]):
         """
         self._shutting_down = True
         self.flush_metrics()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._waiting.clear()
         self._delayed.clear()
-        while self._getters:
-            waiter = self._getters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+        self._waiters.wake_all()
         if drain and self._processing:
             if self._drained is None:
                 self._drained = asyncio.Event()
@@ -512,7 +483,7 @@ class WorkQueue(Generic[T]):
                 if not sub.live:
                     self._drop(sub)
         if found is None:
-            item, found = self._pop_turn()
+            item, found, self._fast = self._rounds.pop(self._queued)
             if found is None:
                 return _NOTHING
         now = self.popped_at = self.clock()
@@ -523,63 +494,15 @@ class WorkQueue(Generic[T]):
             m.queue_append(now - found[1])
         return item
 
-    def _pop_turn(self) -> tuple[Any, Info | None]:
-        """Take the next live entry in round-robin order: ``(item, info)``, or ``(None, None)``."""
-        rr = self._rr
-        queued = self._queued
-        stale = self._stale
-        while rr:
-            sub = rr[0]
-            levels = sub.levels
-            order = sub.order
-            while order:
-                priority = order[0]
-                dq = levels[priority]
-                while dq:
-                    item = dq.popleft()
-                    if stale and item in stale and take_stale(stale, item, priority):
-                        continue
-                    found = queued.pop(item, None)
-                    if found is None:
-                        continue  # cannot happen: every entry is live or counted stale
-                    if not dq:
-                        del levels[priority]
-                        del order[0]
-                    sub.live -= 1
-                    if not sub.live:
-                        self._drop(sub)
-                    elif len(rr) > 1:
-                        rr.rotate(-1)  # this cluster's turn is over
-                    else:
-                        # The only cluster with ready items: its next items come from the fast
-                        # path until a cluster or a level is added (or a requeue happens).
-                        self._fast = levels[order[0]] if len(order) == 1 else None
-                    return item, found
-                del levels[priority]
-                del order[0]
-            self._drop(sub)
-        return None, None
-
     def _drop(self, sub: ClusterQueue[T]) -> None:
-        """Take ``sub`` (the cluster whose turn it is) out of the round-robin: no live entries left.
-
-        What its deques still hold is stale; those entries' stale counts go with them.
-        """
-        self._rr.popleft()
-        del self._subs[sub.name]
+        """Take ``sub`` (the cluster whose turn it is) out of the rounds; ends the fast path."""
+        self._rounds.leave(sub)
         self._fast = None
-        stale = self._stale
-        for priority, dq in sub.levels.items():
-            for item in dq:
-                if item in stale:
-                    take_stale(stale, item, priority)
 
     def _new_sub(self, cluster: str) -> ClusterQueue[T]:
         """A new (empty) sub-queue for ``cluster``, last in the round-robin; ends the fast path."""
-        sub = self._subs[cluster] = ClusterQueue(cluster)
-        self._rr.append(sub)
         self._fast = None
-        return sub
+        return self._rounds.join(cluster)
 
     def _arm_metrics(self) -> None:
         """Make sure recorded metrics reach Prometheus within the batch interval."""
@@ -587,61 +510,11 @@ class WorkQueue(Generic[T]):
         if m is not None and m.batch.timer is None:
             m.batch.touch()
 
-    async def _woken(self) -> None:
-        """Wait for one wake-up (an added item, a shutdown); :meth:`get` and :meth:`wait` use it.
+    def unfinished_work(self) -> tuple[float, float]:
+        """Seconds of work in progress: the sum over processing items, and the longest of them.
 
-        On cancellation a wake-up already meant for this call goes to the next waiting caller.
+        Measured with :attr:`clock` from each hand-out; ``(0.0, 0.0)`` while nothing is processing.
         """
-        waiter = asyncio.get_running_loop().create_future()
-        self._getters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self._wake_one()
-            else:
-                self._remove_getter(waiter)
-            raise
-
-    def _wake_one(self) -> None:
-        getters = self._getters
-        while getters:
-            waiter = getters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-
-    def _remove_getter(self, waiter: asyncio.Future[None]) -> None:
-        with contextlib.suppress(ValueError):  # already woken and popped
-            self._getters.remove(waiter)
-
-    def _arm_timer(self, ready_at: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = ready_at
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(max(0.0, ready_at - self.clock()), self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
-        now = self.clock()
-        delayed = self._delayed
-        while delayed and delayed[0][0] <= now:
-            ready_at, _, item = heapq.heappop(delayed)
-            waiting = self._waiting.get(item)
-            if waiting is None or waiting[0] != ready_at:
-                continue  # superseded by an earlier deadline, an add, or a purge
-            del self._waiting[item]
-            self.add(item, waiting[1])
-        while delayed:
-            ready_at, _, item = delayed[0]
-            waiting = self._waiting.get(item)
-            if waiting is not None and waiting[0] == ready_at:
-                self._arm_timer(ready_at)
-                return
-            heapq.heappop(delayed)
-
-    def _unfinished(self) -> tuple[float, float]:
         now = self.clock()
         total = 0.0
         longest = 0.0

@@ -1,8 +1,8 @@
 """TLS contexts shared across clusters: one per (CA, client certificate, verify) combination.
 
-Building a context costs ~0.5 ms and ~19 KiB for one CA and ~15 ms and ~0.8 MiB for the system
-bundle, so contexts are built once, in a worker thread, and shared by every cluster with the same
-trust settings. Clusters that engage at the same time wait for one build instead of each starting
+Building a context is costly (milliseconds and hundreds of KiB for the system bundle; see the
+mcr-core README), so contexts are built once, in a worker thread, and shared by every cluster with
+the same trust settings. Clusters that engage at the same time wait for one build instead of each starting
 their own. The cache holds contexts weakly, and only the few most recently used strongly: a context
 lives while a connection pool uses it, a cluster rebuilt or engaged again soon after finds its
 context still there, and clusters that left and client certificates that rotated do not accumulate.

@@ -1,12 +1,11 @@
-"""The controller's parts: one cluster's engagement and metric children, and the fences a
-controller checks before each reconcile.
+"""The fences a controller checks before each reconcile.
 
 :class:`Tenure` is how long this process may still act as the holder of a lease (a cluster's
 fence, the leader's lease): the lease's holder confirms it after each renewal the server accepted,
 and it lapses by itself when not confirmed in time. Coordinators publish a cluster's tenure with
 :func:`fence_cluster` while they run it; a controller engaged with that cluster reads it with
 :func:`cluster_fence`, starts a reconcile only while it holds (a float comparison) and cancels its
-reconciles in flight when it lapses. Private to mcr: the controller, the leader elector and
+reconciles in flight when it lapses. The controller, the leader elector and
 :mod:`mcr.manager.coordinator` (which re-exports what coordinators need) use it.
 """
 
@@ -20,17 +19,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from types import CoroutineType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from mcr import metrics
-from mcr._metricbatch import Batch, BatchedCounter, BatchedHistogram
-
 if TYPE_CHECKING:
     from mcr.cluster import Cluster
-    from mcr.source import Kind
 
 __all__ = [
     "UNFENCED",
-    "ClusterMetrics",
-    "Engagement",
     "FenceLapsed",
     "FencedSteps",
     "Tenure",
@@ -255,70 +248,3 @@ def cluster_fence(name: str, cluster: Cluster) -> Tenure | None:
     """The tenure published for ``cluster`` engaged as ``name``, if any."""
     published = _fences.get(cluster)
     return None if published is None else published.get(name)
-
-
-class Engagement:
-    """One cluster's engagement: its watch tasks, their states and the errors of failing ones,
-    and the fence it runs under (:data:`UNFENCED` when no coordinator fences the cluster)."""
-
-    __slots__ = ("cluster", "errors", "fence", "name", "states", "superseded", "tasks", "unwatch")
-
-    def __init__(self, name: str, cluster: Cluster, fence: Tenure | None = None) -> None:
-        self.name = name
-        self.cluster = cluster
-        self.fence = UNFENCED if fence is None else fence
-        self.unwatch: Callable[[], None] = _nothing  # withdraws this engagement's lapse callback
-        self.tasks: dict[Kind, asyncio.Task[None]] = {}
-        self.states: dict[Kind, str] = {}
-        self.errors: dict[Kind, str] = {}  # why each failing watch failed last
-        self.superseded = asyncio.Event()
-
-    def state(self) -> str:
-        """``synced`` when every watch synced, ``failed`` if one is failing, else ``pending``."""
-        values = self.states.values()
-        if any(v == "failed" for v in values):
-            return "failed"
-        if all(v == "synced" for v in values):
-            return "synced"
-        return "pending"
-
-    async def stop(self) -> None:
-        for task in self.tasks.values():
-            task.cancel()
-        if self.tasks:
-            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
-        self.tasks.clear()
-
-
-class ClusterMetrics:
-    """One (controller, cluster)'s metric children, bound once."""
-
-    __slots__ = ("error", "errors", "requeue_after", "success", "terminal", "time", "timeouts")
-
-    def __init__(self, batch: Batch, controller: str, cluster: str) -> None:
-        self.success = batch.counter(metrics.RECONCILE_TOTAL.labels(controller, "success", cluster))
-        self.error = batch.counter(metrics.RECONCILE_TOTAL.labels(controller, "error", cluster))
-        self.requeue_after = batch.counter(
-            metrics.RECONCILE_TOTAL.labels(controller, "requeue_after", cluster)
-        )
-        self.errors = batch.counter(metrics.RECONCILE_ERRORS_TOTAL.labels(controller, cluster))
-        self.terminal = batch.counter(metrics.TERMINAL_RECONCILE_ERRORS_TOTAL.labels(controller, cluster))
-        self.timeouts = batch.counter(metrics.RECONCILE_TIMEOUTS_TOTAL.labels(controller, cluster))
-        self.time = batch.histogram(metrics.RECONCILE_TIME_SECONDS.labels(controller, cluster))
-
-    def settle(self, successes: int, elapsed: float) -> None:
-        """Add what a worker's run counted itself: ``successes`` reconciles that succeeded, and
-        ``elapsed``, the sum of the reconcile times it counted into ``time``'s slots."""
-        self.success.pending += successes
-        self.time.counted_sum += elapsed
-
-    def members(self) -> list[BatchedCounter | BatchedHistogram]:
-        return [
-            self.success,
-            self.error,
-            self.requeue_after,
-            self.errors,
-            self.terminal,
-            self.timeouts,
-            self.time,
-        ]

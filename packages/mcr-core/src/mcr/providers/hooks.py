@@ -1,0 +1,39 @@
+"""mcr's pluggy hooks: the markers plugins use and the hooks mcr calls on them.
+
+The lowest layer of plugin support: :mod:`mcr.providers.builtin` and every provider
+distribution's plugin module use :data:`hookimpl` (re-exported by :mod:`mcr.plugins`, where
+plugin authors import it from).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import pluggy
+
+from mcr.providers.registry import ProviderFactory
+
+__all__ = ["PROJECT", "MCRHookSpecs", "RegisterProvider", "hookimpl", "hookspec"]
+
+PROJECT = "mcr"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+class RegisterProvider(Protocol):
+    """The callback a plugin receives: ``register(name, factory, description=...)``."""
+
+    def __call__(self, name: str, factory: ProviderFactory, *, description: str = "") -> None: ...
+
+
+class MCRHookSpecs:
+    """The hooks mcr calls on plugins. Hooks are synchronous and cheap: they only register."""
+
+    @hookspec
+    def mcr_register_providers(self, register: RegisterProvider) -> None:
+        """Register provider factories with ``register(name, factory, description="...")``.
+
+        ``factory(**options)`` returns a provider (a :class:`~mcr.multicluster.Provider`, usually
+        also a :class:`~mcr.multicluster.ProviderRunnable`); it should not do I/O.
+        """
