@@ -181,8 +181,9 @@ class SourcedClusters:
                 self._log.info("%s provider: %s no longer applies", self._provider, name)
             self._fingerprints.pop(name, None)
             self._sources.pop(name, None)
-            removed = await self.clusters.remove(name)
-            if removed:
+            # Said before it happens: the disengagement runs the cluster's teardown, which a
+            # reader of the log should see as the consequence of this line, not before it.
+            if name in self.clusters:
                 self._log.info(
                     "%s provider: disengaging cluster %r: %s",
                     self._provider,
@@ -190,7 +191,7 @@ class SourcedClusters:
                     why,
                     extra={"cluster": name},
                 )
-            return removed
+            return await self.clusters.remove(name)
 
     # -- internals -------------------------------------------------------------------------------
 
