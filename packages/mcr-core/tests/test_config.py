@@ -497,6 +497,13 @@ CERT_PLUGIN = textwrap.dedent(
 )
 
 
+# Seconds the plugin's certificates are valid for. Its expirationTimestamp has whole seconds and mcr
+# renews a credential a second before it expires (rest.auth.EXPIRY_SKEW): a lifetime of a few
+# seconds leaves the first certificate valid for the first request even when the plugin process
+# starts slowly on a loaded machine.
+CERT_LIFETIME = 6
+
+
 async def test_exec_plugin_client_certificates_rotate(apiserver: Any, tmp_path: Path) -> None:
     for i, user in ((1, "cert-one"), (2, "cert-two")):
         issued = apiserver.add_user(user, groups=["system:masters"], client_cert=True)["users"][0]["user"]
@@ -512,7 +519,7 @@ async def test_exec_plugin_client_certificates_rotate(apiserver: Any, tmp_path: 
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1",
             "command": sys.executable,
-            "args": [str(script), str(tmp_path), "2"],
+            "args": [str(script), str(tmp_path), str(CERT_LIFETIME)],
         }
     }
     t = RestConfig.from_kubeconfig(doc).transport("exec-cert")
@@ -533,7 +540,7 @@ async def test_exec_plugin_client_certificates_rotate(apiserver: Any, tmp_path: 
         async def rotated() -> bool:
             return await whoami() == "cert-two"
 
-        await eventually(rotated, timeout=10, interval=0.2)  # after expiry: the plugin's new cert
+        await eventually(rotated, timeout=4 * CERT_LIFETIME, interval=0.2)  # after expiry: the new cert
     finally:
         await t.close()
     assert t.connector is None
