@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from kubernetes.client import V1ConfigMap, V1Deployment, V1ObjectMeta
+from kubernetes.client import V1ConfigMap, V1Deployment, V1ObjectMeta, V1StatefulSet
 
 from mcr.client import Client
 from mcr.errors import (
@@ -140,10 +140,12 @@ async def test_typed_deployment_and_strategic_patch(client: Client) -> None:
 
 
 async def test_typed_apply_and_status_of_a_builtin(client: Client) -> None:
-    dep = V1Deployment.from_dict(
+    # A StatefulSet: no controller of the real lane's control plane rewrites its status (the
+    # Deployment controller would set readyReplicas back to 0: no kubelet runs its Pods).
+    dep = V1StatefulSet.from_dict(
         {
             "apiVersion": "apps/v1",
-            "kind": "Deployment",
+            "kind": "StatefulSet",
             "metadata": {"name": "typed-apply", "namespace": "default"},
             "spec": {
                 "replicas": 1,
@@ -156,17 +158,17 @@ async def test_typed_apply_and_status_of_a_builtin(client: Client) -> None:
         }
     )
     applied = await client.apply(dep, field_manager="typed")
-    assert isinstance(applied, V1Deployment)
+    assert isinstance(applied, V1StatefulSet)
     assert applied.spec.replicas == 1
     status = await client.status.patch(applied, patch={"status": {"replicas": 1, "readyReplicas": 1}})
-    assert isinstance(status, V1Deployment)
+    assert isinstance(status, V1StatefulSet)
     assert status.status is not None
     assert status.status.ready_replicas == 1
-    got = await client.status.get(V1Deployment, "typed-apply", namespace="default")
-    assert isinstance(got, V1Deployment)
+    got = await client.status.get(V1StatefulSet, "typed-apply", namespace="default")
+    assert isinstance(got, V1StatefulSet)
     assert got.status is not None
     assert got.status.ready_replicas == 1
-    scale = await client.subresource("scale").get(V1Deployment, "typed-apply", namespace="default")
+    scale = await client.subresource("scale").get(V1StatefulSet, "typed-apply", namespace="default")
     assert scale["kind"] == "Scale"  # a different kind than asked for: returned as a dict
     assert scale["spec"]["replicas"] == 1
 
