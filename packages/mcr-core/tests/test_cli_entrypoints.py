@@ -36,3 +36,25 @@ def test_python_m_mcr_works_like_the_mcr_command() -> None:
     assert bad_script.returncode == bad_module.returncode == 2
     assert bad_module.stderr.startswith("usage: mcr ")
     assert bad_module.stderr == bad_script.stderr
+
+
+def test_a_broken_plugin_is_reported_once(tmp_path: Path) -> None:
+    """The command prints a plugin's failure itself; logging does not print it a second time."""
+    (tmp_path / "mcr_provider_broken.py").write_text("raise RuntimeError('half-installed')\n")
+    info = tmp_path / "mcr_provider_broken-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mcr-provider-broken\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text("[mcr]\nbroken = mcr_provider_broken\n")
+    path = os.pathsep.join([str(tmp_path), *sys.path])
+    done = subprocess.run(
+        [sys.executable, "-m", "mcr", "providers"],
+        capture_output=True,
+        text=True,
+        env={**ENV, "PYTHONPATH": path},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count("half-installed") == 1, done.stderr
+    assert "mcr-provider-broken 0.0.1" in done.stderr
+    assert "nop " in done.stdout

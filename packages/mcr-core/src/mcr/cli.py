@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
@@ -21,7 +22,15 @@ __all__ = ["main"]
 def _providers(args: argparse.Namespace, out: TextIO, plugins: Iterable[object]) -> int:
     from mcr.plugins import load_registry, plugin_manager
 
-    reg = load_registry(plugin_manager(plugins=plugins))
+    # The command reports load errors itself, below: a handler of its own keeps logging's
+    # last-resort handler from printing each one a second time (handlers the program configured
+    # still get them).
+    quiet, logger = logging.NullHandler(), logging.getLogger("mcr.plugins")
+    logger.addHandler(quiet)
+    try:
+        reg = load_registry(plugin_manager(plugins=plugins))
+    finally:
+        logger.removeHandler(quiet)
     for error in reg.load_errors:
         print(f"mcr: {error}", file=sys.stderr)
     status = 1 if reg.load_errors else 0
