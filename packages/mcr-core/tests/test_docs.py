@@ -272,10 +272,11 @@ async def test_fleet_controller_runs(fleet: Any, tmp_path: Path) -> None:
         finally:
             status, out, err = await _stop(proc)
         assert status == 0, err[-3000:]
-        # Each request names its cluster: cluster://<path>+<context>/default/<name>
+        # Each request names its cluster: cluster://<path>+<context>/default/<name>, the path's
+        # slashes written %2F
         for i in range(2):
-            path = kubeconfig_dir / f"cluster-{i}.kubeconfig"
-            assert re.search(rf"greeted cluster://{re.escape(str(path))}\+\S+/default/greet-{i}", out), out
+            path = str(kubeconfig_dir / f"cluster-{i}.kubeconfig").replace("/", "%2F")
+            assert re.search(rf"greeted cluster://{re.escape(path)}\+\S+/default/greet-{i}", out), out
     finally:
         for cluster in clusters:
             await cluster.stop()

@@ -43,7 +43,13 @@ class Request(_RequestFields):
     __slots__ = ()
 
     def __str__(self) -> str:
-        return f"cluster://{self.cluster_name}/{self.namespace}/{self.name}"
+        """``cluster://<cluster>/<namespace>/<name>`` (``<namespace>`` empty for a cluster-scoped
+        object). A ``/`` or ``%`` in the cluster name is written ``%2F`` or ``%25`` (names from the
+        file provider are paths), so the string reads back one way only."""
+        cluster = self.cluster_name
+        if "/" in cluster or "%" in cluster:
+            cluster = cluster.replace("%", "%25").replace("/", "%2F")
+        return f"cluster://{cluster}/{self.namespace}/{self.name}"
 
     def __eq__(self, other: object) -> bool:
         # Only a Request equals a Request (not the plain tuple with the same fields).
