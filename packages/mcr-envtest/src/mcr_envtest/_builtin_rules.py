@@ -7,6 +7,9 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .builtin_validation import RULES as _SPEC_RULES
+from .builtin_validation import pod_spec_causes
+
 if TYPE_CHECKING:
     from .resources import ResourceInfo
 
@@ -40,21 +43,6 @@ def _persistent_volume(obj: Obj, old: Obj | None) -> list[dict[str, Any]]:
     return [] if isinstance(spec, dict) and spec.get("accessModes") else [_required("spec.accessModes")]
 
 
-def _pod_spec_causes(spec: Any, path: str) -> list[dict[str, Any]]:
-    """A container without an image (regular containers first, then init containers)."""
-    if not isinstance(spec, dict):
-        return []
-    out: list[dict[str, Any]] = []
-    for key in ("containers", "initContainers"):
-        containers = spec.get(key)
-        if not isinstance(containers, list):
-            continue
-        for i, c in enumerate(containers):
-            if isinstance(c, dict) and not c.get("image"):
-                out.append(_required(f"{path}.{key}[{i}].image"))
-    return out
-
-
 def _at(obj: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(obj, dict):
@@ -68,7 +56,7 @@ def _pod_rule(*keys: str) -> Rule:
     path = ".".join(keys)
 
     def rule(obj: Obj, old: Obj | None) -> list[dict[str, Any]]:
-        return _pod_spec_causes(_at(obj, *keys), path)
+        return pod_spec_causes(_at(obj, *keys), path)
 
     return rule
 
@@ -149,12 +137,9 @@ _RULES: dict[tuple[str, str], Rule] = {
     ("", "pods"): _pod_rule("spec"),
     ("", "podtemplates"): _pod_rule("template", "spec"),
     ("", "replicationcontrollers"): _pod_rule(*_TEMPLATE),
-    ("apps", "deployments"): _pod_rule(*_TEMPLATE),
-    ("apps", "replicasets"): _pod_rule(*_TEMPLATE),
-    ("apps", "statefulsets"): _pod_rule(*_TEMPLATE),
-    ("apps", "daemonsets"): _pod_rule(*_TEMPLATE),
     ("batch", "jobs"): _pod_rule(*_TEMPLATE),
     ("batch", "cronjobs"): _pod_rule("spec", "jobTemplate", *_TEMPLATE),
+    **_SPEC_RULES,
 }
 
 

@@ -1,0 +1,218 @@
+"""Writes kube-apiserver refuses as invalid are refused the same way: status, message and causes
+of Services, Pods and workload controllers (both lanes)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from .conftest import Raw
+
+POD_SPEC = {"containers": [{"name": "c", "image": "nginx"}]}
+
+
+@pytest.fixture
+async def ns(raw: Raw) -> AsyncIterator[str]:
+    name = f"valid-{uuid.uuid4().hex[:8]}"
+    status, body = await raw.json(
+        "POST",
+        "/api/v1/namespaces",
+        json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+    )
+    assert status == 201, body
+    yield name
+    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
+
+
+def causes(body: Any) -> list[tuple[str, str, str]]:
+    assert body["kind"] == "Status", body
+    assert (body["code"], body["reason"]) == (422, "Invalid"), body
+    return [(c["reason"], c["field"], c["message"]) for c in body["details"]["causes"]]
+
+
+def service(name: str, ports: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": {"ports": ports}}
+
+
+def deployment(name: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": POD_SPEC},
+    }
+    body.update(spec)
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": body}
+
+
+@pytest.mark.parametrize(
+    ("ports", "expected"),
+    [
+        ([], [("FieldValueRequired", "spec.ports", "Required value")]),
+        (
+            [{"port": 70000}],
+            [
+                (
+                    "FieldValueInvalid",
+                    "spec.ports[0].port",
+                    "Invalid value: 70000: must be between 1 and 65535, inclusive",
+                ),
+                (
+                    "FieldValueInvalid",
+                    "spec.ports[0].targetPort",
+                    "Invalid value: 70000: must be between 1 and 65535, inclusive",
+                ),
+            ],
+        ),
+        (
+            [{"name": "a", "port": 80}, {"name": "a", "port": 81}],
+            [("FieldValueDuplicate", "spec.ports[1].name", 'Duplicate value: "a"')],
+        ),
+        (
+            [{"port": 80}, {"port": 81}],
+            [
+                ("FieldValueRequired", "spec.ports[0].name", "Required value"),
+                ("FieldValueRequired", "spec.ports[1].name", "Required value"),
+            ],
+        ),
+    ],
+)
+async def test_invalid_service_ports(
+    raw: Raw, ns: str, ports: list[dict[str, Any]], expected: list[tuple[str, str, str]]
+) -> None:
+    status, body = await raw.json("POST", f"/api/v1/namespaces/{ns}/services", json=service("svc", ports))
+    assert status == 422
+    assert causes(body) == expected
+    assert body["message"].startswith('Service "svc" is invalid: ')
+
+
+async def test_service_cluster_ip_may_not_change(raw: Raw, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/services"
+    status, body = await raw.json("POST", path, json=service("web", [{"port": 80}]))
+    assert status == 201, body
+    patch = {"spec": {"clusterIP": "10.0.0.200", "clusterIPs": ["10.0.0.200"]}}
+    if body["spec"]["clusterIP"] == "10.0.0.200":
+        patch = {"spec": {"clusterIP": "10.0.0.201", "clusterIPs": ["10.0.0.201"]}}
+    status, body = await raw.json(
+        "PATCH", f"{path}/web", json=patch, headers={"Content-Type": "application/merge-patch+json"}
+    )
+    assert status == 422
+    ip = patch["spec"]["clusterIP"]
+    assert causes(body) == [
+        ("FieldValueInvalid", "spec.clusterIPs[0]", f'Invalid value: ["{ip}"]: may not change once set')
+    ]
+    status, body = await raw.json(
+        "PATCH",
+        f"{path}/web",
+        json={"metadata": {"labels": {"a": "b"}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 200, body
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"containers": []}, [("FieldValueRequired", "spec.containers", "Required value")]),
+        (
+            {"containers": [{"name": "a", "image": "x"}, {"name": "a", "image": "y"}]},
+            [("FieldValueDuplicate", "spec.containers[1].name", 'Duplicate value: "a"')],
+        ),
+        (
+            {**POD_SPEC, "restartPolicy": "Sometimes"},
+            [
+                (
+                    "FieldValueNotSupported",
+                    "spec.restartPolicy",
+                    'Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"',
+                )
+            ],
+        ),
+    ],
+)
+async def test_invalid_pod_specs(
+    raw: Raw, ns: str, spec: dict[str, Any], expected: list[tuple[str, str, str]]
+) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+    status, body = await raw.json("POST", f"/api/v1/namespaces/{ns}/pods", json=pod)
+    assert status == 422
+    assert causes(body) == expected
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (
+            deployment("mism", template={"metadata": {"labels": {"app": "b"}}, "spec": POD_SPEC}),
+            [
+                (
+                    "FieldValueInvalid",
+                    "spec.template.metadata.labels",
+                    'Invalid value: {"app":"b"}: `selector` does not match template `labels`',
+                )
+            ],
+        ),
+        (
+            deployment("neg", replicas=-1),
+            [("FieldValueInvalid", "spec.replicas", "Invalid value: -1: must be greater than or equal to 0")],
+        ),
+        (
+            deployment("rec", strategy={"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}),
+            [
+                (
+                    "FieldValueForbidden",
+                    "spec.strategy.rollingUpdate",
+                    "Forbidden: may not be specified when strategy `type` is 'Recreate'",
+                )
+            ],
+        ),
+    ],
+)
+async def test_invalid_deployments(
+    raw: Raw, ns: str, obj: dict[str, Any], expected: list[tuple[str, str, str]]
+) -> None:
+    status, body = await raw.json("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", json=obj)
+    assert status == 422
+    assert causes(body) == expected
+    assert body["details"]["group"] == "apps"
+
+
+async def test_workload_selectors_and_service_name_are_immutable(raw: Raw, ns: str) -> None:
+    merge = {"Content-Type": "application/merge-patch+json"}
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    status, body = await raw.json("POST", path, json=deployment("web"))
+    assert status == 201, body
+    labels = {"app": "other"}
+    change = {"spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}}}}
+    status, body = await raw.json("PATCH", f"{path}/web", json=change, headers=merge)
+    assert status == 422
+    assert causes(body) == [
+        (
+            "FieldValueInvalid",
+            "spec.selector",
+            'Invalid value: {"matchLabels":{"app":"other"}}: field is immutable',
+        )
+    ]
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db"},
+        "spec": {
+            "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}}, "spec": POD_SPEC},
+        },
+    }
+    path = f"/apis/apps/v1/namespaces/{ns}/statefulsets"
+    status, body = await raw.json("POST", path, json=sts)
+    assert status == 201, body
+    status, body = await raw.json(
+        "PATCH", f"{path}/db", json={"spec": {"serviceName": "other"}}, headers=merge
+    )
+    assert status == 422
+    assert causes(body) == [
+        ("FieldValueInvalid", "spec.serviceName", 'Invalid value: "other": field is immutable')
+    ]
+    status, body = await raw.json("PATCH", f"{path}/db", json={"spec": {"replicas": 2}}, headers=merge)
+    assert status == 200, body
