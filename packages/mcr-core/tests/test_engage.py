@@ -13,6 +13,7 @@ import pytest
 
 from mcr.cluster import Cluster
 from mcr.errors import ClusterNotFoundError
+from mcr.log import ContextFilter, current_fields, log_context
 from mcr.manager import ClusterState, Manager
 from mcr.providers.clusters import ClustersProvider
 from mcr.rest.config import load_config
@@ -348,3 +349,46 @@ async def test_manager_clusters_asks_each_aware_once_per_snapshot(
             e.cancel()
         await asyncio.gather(*engagements, return_exceptions=True)
         await _stop(manager, task)
+
+
+class FieldsRecorder(Recorder):
+    """A Recorder that also keeps the log fields its engagement runs with."""
+
+    def __init__(self) -> None:
+        super().__init__("fields")
+        self.fields: dict[str, dict[str, object]] = {}
+
+    async def engage(self, name: str, cluster: Any) -> None:
+        self.fields[name] = dict(current_fields())
+        await super().engage(name, cluster)
+
+
+async def test_an_engagement_carries_none_of_the_log_fields_of_the_provider_task(
+    apiserver: ServerThread, clusters: list[Cluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A provider engages from its own reconcile; the engagement's lines and tasks are not its."""
+    provider = ClustersProvider()
+    mgr = Manager(load_config(apiserver.kubeconfig), provider=provider, metrics_bind_address="0")
+    recorder = FieldsRecorder()
+    mgr.add(recorder)
+    caplog.handler.addFilter(ContextFilter())
+    caplog.set_level(logging.INFO, logger="mcr.manager")
+    task = await _start(mgr)
+    try:
+        with log_context(controller="some-provider", namespace="fleet", name="secret-1"):
+            await provider.add("c0", clusters[0])
+        await eventually(lambda: "c0" in recorder.live, timeout=10)
+        assert recorder.fields["c0"] == {"cluster": "c0"}
+        await provider.remove("c0")
+        await eventually(lambda: "c0" not in recorder.live, timeout=10)
+    finally:
+        await _stop(mgr, task)
+    lines = [
+        r
+        for r in caplog.records
+        if r.getMessage() in ("engaged cluster", "disengaged cluster") and r.__dict__.get("cluster") == "c0"
+    ]
+    assert {r.getMessage() for r in lines} == {"engaged cluster", "disengaged cluster"}, caplog.text
+    for record in lines:
+        fields = {k: v for k, v in record.mcr.items() if v}  # type: ignore[attr-defined]
+        assert fields == {"cluster": "c0"}, (record.getMessage(), fields)

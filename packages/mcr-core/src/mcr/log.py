@@ -37,6 +37,7 @@ __all__ = [
     "JSONFormatter",
     "KeyValueFormatter",
     "current_fields",
+    "fresh_context",
     "get_logger",
     "log_context",
     "set_task_fields",
@@ -119,6 +120,25 @@ def log_context(**fields: object) -> Iterator[Mapping[str, object]]:
         yield merged
     finally:
         _fields.reset(token)
+
+
+@contextlib.contextmanager
+def fresh_context(**fields: object) -> Iterator[Mapping[str, object]]:
+    """Inside the ``with`` block, this task's records carry ``fields`` only: neither the fields it
+    inherited nor the current request's.
+
+    For work that outlives the task that asked for it, such as a cluster engaged by a provider's
+    reconcile: the engagement's records and the tasks created inside the block (they inherit a
+    copy) must not carry the provider's controller and request. The previous fields and request
+    come back on exit, also on error or cancellation.
+    """
+    request = _current_request.set(None)
+    token = _fields.set(types.MappingProxyType(dict(fields)))
+    try:
+        yield _fields.get()
+    finally:
+        _fields.reset(token)
+        _current_request.reset(request)
 
 
 class ContextFilter(logging.Filter):

@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mcr.log import fresh_context
 from mcr.manager.runnables import runnable_name, stop_tasks
 from mcr.metrics import CLUSTER_ENGAGE_TOTAL
 
@@ -204,8 +205,14 @@ class Engagements:
         """Engage ``cluster`` as ``name`` until cancelled or replaced (see the module docstring).
 
         Errors raised by the coordinator propagate (the engagement is then dropped). After
-        :meth:`close` a call waits, without engaging anything, until it is cancelled.
+        :meth:`close` a call waits, without engaging anything, until it is cancelled. The
+        engagement's records and tasks carry none of the caller's log fields (a provider engages
+        from its own reconciles): only ``cluster``.
         """
+        with fresh_context(cluster=name):
+            await self._engage(name, cluster, coordinate)
+
+    async def _engage(self, name: str, cluster: Cluster, coordinate: bool) -> None:
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
             if self.closed:  # also re-checked after waiting for the lock
