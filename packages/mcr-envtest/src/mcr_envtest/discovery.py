@@ -7,6 +7,7 @@ counter.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import platform
 from typing import Any
@@ -46,6 +47,10 @@ def version_info() -> dict[str, str]:
         "goVersion": f"python{platform.python_version()}",
         "compiler": "mcr-envtest",
         "platform": f"{platform.system().lower()}/{platform.machine().lower()}",
+        "emulationMajor": "1",
+        "emulationMinor": KUBE_MINOR,
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": str(int(KUBE_MINOR) - 1),
     }
 
 
@@ -90,15 +95,45 @@ def _resource_entry(info: ResourceInfo) -> dict[str, Any]:
         "singularName": info.singular,
         "namespaced": info.namespaced,
         "kind": info.kind,
-        "verbs": sorted(info.verbs),
+        "verbs": verbs_of(info),
     }
     if info.short_names:
         entry["shortNames"] = list(info.short_names)
     if info.categories:
         entry["categories"] = list(info.categories)
     if info.model is not None or info.crd is not None:
-        entry["storageVersionHash"] = hashlib.sha256(info.describe().encode()).digest()[:8].hex()
+        entry["storageVersionHash"] = storage_version_hash(info)
     return entry
+
+
+# Built-in resources kube-apiserver stores at another group-version than the one it serves.
+_BUILTIN_STORAGE: dict[tuple[str, str], tuple[str, str]] = {
+    ("apiextensions.k8s.io", "customresourcedefinitions"): ("apiextensions.k8s.io", "v1beta1"),
+    ("events.k8s.io", "events"): ("", "v1"),
+}
+
+# The order kube-apiserver lists a custom resource's verbs in.
+_CR_VERB_ORDER = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
+
+
+def verbs_of(info: ResourceInfo) -> list[str]:
+    """A resource's discovery verbs: sorted for built-ins, in upstream's fixed order for custom
+    resources."""
+    if info.is_custom:
+        return [v for v in _CR_VERB_ORDER if v in info.verbs]
+    return sorted(info.verbs)
+
+
+def storage_version_hash(info: ResourceInfo) -> str:
+    """Discovery's ``storageVersionHash``: base64 of the first 8 bytes of the SHA-256 of
+    ``"<group>/<storage version>/<kind>"``, the same value kube-apiserver computes."""
+    group, version = _BUILTIN_STORAGE.get(info.group_resource, (info.group, info.version))
+    if info.crd is not None and not info.storage_version:
+        for v in (info.crd.get("spec") or {}).get("versions") or []:
+            if isinstance(v, dict) and v.get("storage"):
+                version = str(v.get("name", version))
+    digest = hashlib.sha256(f"{group}/{version}/{info.kind}".encode()).digest()
+    return base64.b64encode(digest[:8]).decode()
 
 
 def _sub_kind(info: ResourceInfo, sub: str) -> tuple[str, str, str]:
@@ -117,7 +152,9 @@ def api_resource_list(registry: Registry, group: str, version: str) -> dict[str,
     resources: list[dict[str, Any]] = []
     for info in sorted(infos, key=lambda i: i.plural):
         resources.append(_resource_entry(info))
-        for sub in sorted(info.subresources):
+        # a custom resource's status precedes its scale upstream; built-ins' are sorted
+        subs = sorted(info.subresources, key=lambda s: (s != "status", s) if info.is_custom else (False, s))
+        for sub in subs:
             g, v, k = _sub_kind(info, sub)
             entry: dict[str, Any] = {
                 "name": f"{info.plural}/{sub}",
@@ -165,10 +202,10 @@ def aggregated_version(accept: str) -> str:
 def _agg_resource(info: ResourceInfo) -> dict[str, Any]:
     r: dict[str, Any] = {
         "resource": info.plural,
-        "responseKind": {"group": info.group, "version": info.version, "kind": info.kind},
+        "responseKind": {"group": "", "version": "", "kind": info.kind},
         "scope": "Namespaced" if info.namespaced else "Cluster",
         "singularResource": info.singular,
-        "verbs": sorted(info.verbs),
+        "verbs": verbs_of(info),
     }
     if info.short_names:
         r["shortNames"] = list(info.short_names)
@@ -180,7 +217,12 @@ def _agg_resource(info: ResourceInfo) -> dict[str, Any]:
         subs.append(
             {
                 "subresource": sub,
-                "responseKind": {"group": g, "version": v, "kind": k},
+                # group and version stay empty when they are the resource's own, as upstream's
+                "responseKind": {
+                    "group": "" if (g, v) == (info.group, info.version) else g,
+                    "version": "" if (g, v) == (info.group, info.version) else v,
+                    "kind": k,
+                },
                 "verbs": SUB_VERBS.get(sub, ["get"]),
             }
         )
@@ -198,7 +240,7 @@ def aggregated(registry: Registry, *, core: bool, version: str = "v2") -> dict[s
         items.append(
             {
                 # the core group's empty name is omitted, as upstream's encoder does
-                "metadata": {"name": g, "creationTimestamp": None} if g else {"creationTimestamp": None},
+                "metadata": {"name": g} if g else {},
                 "versions": [
                     {
                         "version": v,

@@ -191,7 +191,7 @@ def forbidden(
 def method_not_allowed(
     message: str = "the server does not allow this method on the requested resource",
 ) -> StatusError:
-    return StatusError(405, "MethodNotAllowed", message)
+    return StatusError(405, "MethodNotAllowed", message, details=EMPTY_DETAILS)
 
 
 def expired(message: str, *, metadata: dict[str, Any] | None = None) -> StatusError:

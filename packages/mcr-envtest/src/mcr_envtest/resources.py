@@ -115,7 +115,16 @@ def _review(group: str, kind: str, plural: str) -> ResourceInfo:
 
 # Groups in kube-apiserver's discovery priority order.
 BUILTINS: tuple[ResourceInfo, ...] = (
-    _b("", "v1", "Namespace", "namespaces", namespaced=False, short=("ns",), sub=("status", "finalize")),
+    _b(
+        "",
+        "v1",
+        "Namespace",
+        "namespaces",
+        namespaced=False,
+        short=("ns",),
+        sub=("status", "finalize"),
+        verbs=ALL_VERBS - {"deletecollection"},
+    ),
     _b("", "v1", "ConfigMap", "configmaps", short=("cm",)),
     _b("", "v1", "Secret", "secrets"),
     _b("", "v1", "ServiceAccount", "serviceaccounts", short=("sa",), sub=("token",)),
@@ -201,6 +210,31 @@ BUILTINS: tuple[ResourceInfo, ...] = (
     _b("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False, short=("pc",)),
     _b("coordination.k8s.io", "v1", "Lease", "leases"),
     _b("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
+)
+
+# Built-in resources whose objects carry metadata.generation (set to 1 on create, bumped when the
+# spec changes), as kube-apiserver's strategies set it; every other built-in has none.
+GENERATION_TRACKED: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("", "pods"),
+        ("", "replicationcontrollers"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+        ("networking.k8s.io", "ingresses"),
+        ("networking.k8s.io", "ingressclasses"),
+        ("policy", "poddisruptionbudgets"),
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("apiregistration.k8s.io", "apiservices"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ("scheduling.k8s.io", "priorityclasses"),
+        ("discovery.k8s.io", "endpointslices"),
+    }
 )
 
 

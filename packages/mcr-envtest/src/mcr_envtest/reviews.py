@@ -77,7 +77,6 @@ async def self_subject_access_review(
     if reason:
         status["reason"] = reason
     md = dict(body.get("metadata") or {})
-    md["creationTimestamp"] = _now()
     return {
         "kind": "SelfSubjectAccessReview",
         "apiVersion": "authorization.k8s.io/v1",

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import apply as applymod
 from . import defaults, errors, validation
-from .resources import Registry, ResourceInfo, crd_resource_infos
+from .resources import GENERATION_TRACKED, Registry, ResourceInfo, crd_resource_infos
 from .store import Store
 from .write_rules import content, deep_copy, now_rfc3339, ownership, strip_volatile, type_causes
 
@@ -161,7 +161,7 @@ class Writer:
         meta["creationTimestamp"] = now
         for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(k, None)
-        if info.is_custom or "spec" in obj or info.group in ("apps", "batch"):
+        if info.is_custom or info.group_resource in GENERATION_TRACKED:
             meta["generation"] = 1
         else:
             meta.pop("generation", None)

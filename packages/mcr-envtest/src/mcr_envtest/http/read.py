@@ -256,6 +256,8 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
                 "items": [partial_metadata(o) for o, _ in matched],
             }
         )
+    if info.is_custom and not next_token:
+        meta_out = {"continue": "", **meta_out}  # custom resource lists always carry the token
     if ctx.output == "protobuf":
         listed = {
             "kind": info.list_kind,

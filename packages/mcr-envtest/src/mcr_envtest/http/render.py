@@ -36,7 +36,10 @@ def _not_acceptable(builtin: bool, collection: bool) -> errors.StatusError:
         )
     listed = _TYPES + (_STREAMS if collection else "")
     return errors.StatusError(
-        406, "NotAcceptable", f"406: Not Acceptable\n\nAvailable representations: {listed}"
+        406,
+        "NotAcceptable",
+        f"406: Not Acceptable\n\nAvailable representations: {listed}",
+        details=errors.EMPTY_DETAILS,
     )
 
 

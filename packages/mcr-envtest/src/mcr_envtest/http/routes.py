@@ -41,6 +41,15 @@ NON_RESOURCE_PUBLIC = ("/healthz", "/livez", "/readyz", "/version")
 
 
 _METRIC_LABELS = web.RequestKey("mcr_envtest.metric_labels", metrics.RequestLabels)
+
+
+def _not_found_json() -> errors.StatusError:
+    """kube-apiserver's JSON 404 for a path under a served API it has no handler for."""
+    return errors.StatusError(
+        404, "NotFound", "the server could not find the requested resource", details=errors.EMPTY_DETAILS
+    )
+
+
 _METRIC_VERBS = {"create": "POST", "update": "PUT", "deletecollection": "DELETECOLLECTION"}
 
 
@@ -304,16 +313,11 @@ class Api:
         if info is None:
             if not self.registry.resources_for(group, version):
                 raise errors.PageNotFound  # no such group-version
-            raise errors.StatusError(
-                404,
-                "NotFound",
-                "the server could not find the requested resource",
-                details=errors.EMPTY_DETAILS,
-            )
+            raise _not_found_json()
         if namespace and not info.namespaced:
-            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+            raise _not_found_json()
         if sub and sub not in info.subresources:
-            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+            raise _not_found_json()
         method = request.method
         q = request.query
         collection = not name
@@ -386,6 +390,7 @@ class Api:
             doc = discovery.api_resource_list(self.registry, "", segs[1])
             if doc is not None:
                 return json_response(doc)
+            raise _not_found_json()  # the core group is known, its version is not
         if len(segs) == 2 and segs[0] == "apis":
             for g, versions in self.registry.groups():
                 if g == segs[1] and g:
@@ -394,6 +399,8 @@ class Api:
             doc = discovery.api_resource_list(self.registry, segs[1], segs[2])
             if doc is not None:
                 return json_response(doc)
+            if any(g == segs[1] for g, _ in self.registry.groups()):
+                raise _not_found_json()  # a known group, an unknown version
         if path == "/metrics":
             counts = {
                 (f"{i.plural}.{i.group}" if i.group else i.plural): len(

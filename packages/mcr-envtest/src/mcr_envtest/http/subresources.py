@@ -112,7 +112,8 @@ def _scale_of(info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any]:
             for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
             if k in meta
         },
-        "spec": {"replicas": _get_path(obj, spec_p) or 0},
+        # spec.replicas is omitted when zero, as upstream's encoder omits it
+        "spec": {"replicas": replicas} if (replicas := _get_path(obj, spec_p)) else {},
         "status": status,
     }
 

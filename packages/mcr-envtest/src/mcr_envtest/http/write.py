@@ -366,7 +366,10 @@ async def _delete_collection(api: Backend, ctx: Ctx) -> web.StreamResponse:
         {
             "kind": info.list_kind,
             "apiVersion": info.api_version,
-            "metadata": {"resourceVersion": str(api.store.rv)},
+            # custom resource lists always carry a (here empty) continue token, as upstream's do
+            "metadata": {"continue": "", "resourceVersion": str(api.store.rv)}
+            if info.is_custom
+            else {"resourceVersion": str(api.store.rv)},
             "items": deleted,
         }
     )

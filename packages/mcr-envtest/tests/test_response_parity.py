@@ -1,0 +1,234 @@
+"""Responses shaped as kube-apiserver's: metadata.generation per kind, discovery details, the
+/version fields, Status details of routing errors, scale and access-review bodies, custom
+resource lists. Every test runs unchanged against the real kube-apiserver."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+from typing import Any
+
+from .conftest import Raw, crd_served
+
+AGG = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _hash(gvk: str) -> str:
+    return base64.b64encode(hashlib.sha256(gvk.encode()).digest()[:8]).decode()
+
+
+async def _namespace(raw: Raw) -> str:
+    ns = _name("parity")
+    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": ns}})
+    assert status == 201, body
+    return ns
+
+
+async def test_generation_only_on_kinds_upstream_tracks_it(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    svc = {
+        "metadata": {"name": "svc"},
+        "spec": {"ports": [{"port": 80}], "selector": {"app": "x"}},
+    }
+    status, body = await raw.json("POST", f"/api/v1/namespaces/{ns}/services", json=svc)
+    assert status == 201, body
+    assert "generation" not in body["metadata"]
+    lease = {"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}}
+    status, body = await raw.json("POST", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", json=lease)
+    assert status == 201, body
+    assert "generation" not in body["metadata"]
+    slice_ = {
+        "metadata": {"name": "es"},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"]}],
+    }
+    status, body = await raw.json(
+        "POST", f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices", json=slice_
+    )
+    assert status == 201, body
+    assert body["metadata"]["generation"] == 1
+    pc = {"metadata": {"name": _name("pc")}, "value": 10}
+    status, body = await raw.json("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", json=pc)
+    assert status == 201, body
+    assert body["metadata"]["generation"] == 1
+    await raw.json("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
+
+
+async def test_storage_version_hash_is_upstreams(raw: Raw) -> None:
+    status, core = await raw.json("GET", "/api/v1")
+    assert status == 200
+    by_name = {r["name"]: r for r in core["resources"]}
+    assert by_name["configmaps"]["storageVersionHash"] == _hash("/v1/ConfigMap")
+    assert by_name["configmaps"]["storageVersionHash"] == "qFsyl6wFWjQ="
+    _status, apps = await raw.json("GET", "/apis/apps/v1")
+    deploy = next(r for r in apps["resources"] if r["name"] == "deployments")
+    assert deploy["storageVersionHash"] == _hash("apps/v1/Deployment")
+    _status, ext = await raw.json("GET", "/apis/apiextensions.k8s.io/v1")
+    crds = next(r for r in ext["resources"] if r["name"] == "customresourcedefinitions")
+    # CRDs are stored at their legacy version
+    assert crds["storageVersionHash"] == _hash("apiextensions.k8s.io/v1beta1/CustomResourceDefinition")
+
+
+async def test_namespaces_have_no_deletecollection(raw: Raw) -> None:
+    _status, core = await raw.json("GET", "/api/v1")
+    ns = next(r for r in core["resources"] if r["name"] == "namespaces")
+    assert ns["verbs"] == ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+async def test_aggregated_response_kind_leaves_own_group_version_empty(raw: Raw) -> None:
+    status, body = await raw.json("GET", "/apis", headers={"Accept": AGG})
+    assert status == 200
+    apps = next(i for i in body["items"] if i["metadata"].get("name") == "apps")
+    assert apps["metadata"] == {"name": "apps"}
+    deploy = next(r for r in apps["versions"][0]["resources"] if r["resource"] == "deployments")
+    assert deploy["responseKind"] == {"group": "", "version": "", "kind": "Deployment"}
+    subs = {s["subresource"]: s["responseKind"] for s in deploy["subresources"]}
+    assert subs["status"] == {"group": "", "version": "", "kind": "Deployment"}
+    assert subs["scale"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+
+
+async def test_version_has_emulation_fields(raw: Raw) -> None:
+    status, body = await raw.json("GET", "/version")
+    assert status == 200
+    assert (body["emulationMajor"], body["emulationMinor"]) == (body["major"], body["minor"])
+    assert body["minCompatibilityMajor"] == "1"
+    assert int(body["minCompatibilityMinor"]) == int(body["minor"]) - 1
+
+
+async def test_routing_errors_carry_empty_details(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    cases = [
+        ("GET", "/api/v2", 404),
+        ("GET", "/apis/apps/v9", 404),
+        ("GET", f"/api/v1/namespaces/{ns}/configmaps/x/bogus", 404),
+        ("GET", f"/api/v1/namespaces/{ns}/nodes", 404),
+        ("PUT", f"/api/v1/namespaces/{ns}/configmaps", 405),
+    ]
+    for method, path, code in cases:
+        async with raw.request(method, path, json={}) as resp:
+            assert resp.status == code, path
+            assert resp.content_type == "application/json", path
+            body = await resp.json()
+        assert body["code"] == code, path
+        assert body["details"] == {}, path
+    status, body = await raw.json(
+        "GET", f"/api/v1/namespaces/{ns}/configmaps", headers={"Accept": "application/bogus"}
+    )
+    assert status == 406
+    assert body["details"] == {}
+
+
+async def test_scale_omits_zero_replicas(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    labels = {"app": "z"}
+    deploy = {
+        "metadata": {"name": "zero"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    }
+    base = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    status, body = await raw.json("POST", base, json=deploy)
+    assert status == 201, body
+    status, scale = await raw.json("GET", f"{base}/zero/scale")
+    assert status == 200
+    assert scale["spec"] == {}
+    status, scale = await raw.json(
+        "PATCH",
+        f"{base}/zero/scale",
+        data=b'{"spec":{"replicas":2}}',
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 200, scale
+    assert scale["spec"] == {"replicas": 2}
+
+
+async def test_access_review_has_no_creation_timestamp(raw: Raw) -> None:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "get", "resource": "configmaps"}},
+    }
+    status, body = await raw.json(
+        "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review
+    )
+    assert status == 201, body
+    assert "creationTimestamp" not in body["metadata"]
+    assert body["status"]["allowed"] is True
+
+
+async def test_custom_resource_lists_carry_empty_continue(raw: Raw) -> None:
+    group = f"{uuid.uuid4().hex[:8]}.parity.example.com"
+    crd: dict[str, Any] = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"things.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas",
+                        },
+                    },
+                }
+            ],
+        },
+    }
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    status, body = await raw.json("POST", crd_path, json=crd)
+    assert status == 201, body
+    try:
+        await crd_served(raw, crd)
+        ns = await _namespace(raw)
+        path = f"/apis/{group}/v1/namespaces/{ns}/things"
+        status, body = await raw.json(
+            "POST", path, json={"kind": "Thing", "apiVersion": f"{group}/v1", "metadata": {"name": "t"}}
+        )
+        assert status == 201, body
+        status, listed = await raw.json("GET", path)
+        assert status == 200
+        assert listed["metadata"]["continue"] == ""
+        assert [i["metadata"]["name"] for i in listed["items"]] == ["t"]
+        status, deleted = await raw.json("DELETE", path)
+        assert status == 200, deleted
+        assert deleted["metadata"]["continue"] == ""
+        _status, disc = await raw.json("GET", f"/apis/{group}/v1")
+        things = disc["resources"]
+        assert things[0]["verbs"] == [
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "create",
+            "update",
+            "watch",
+        ]
+        assert [r["name"] for r in things] == ["things", "things/status", "things/scale"]
+    finally:
+        await raw.json("DELETE", f"{crd_path}/things.{group}")
