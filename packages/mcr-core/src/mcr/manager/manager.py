@@ -192,8 +192,9 @@ class Manager:
 
         Objects with ``async start()`` run in the group their ``need_leader_election`` selects
         (default: leader only). Objects with ``async engage(name, cluster)`` (aware) are engaged with
-        every engaged cluster once they run — clusters engaged earlier included. An aware object
-        without ``start`` is engaged from the moment its group starts. Raises ``TypeError`` for
+        every engaged cluster once they run — clusters engaged earlier included, and the local
+        cluster ``""`` when the manager has a config. An aware object without ``start`` is engaged
+        from the moment its group starts. Raises ``TypeError`` for
         objects with neither method.
         """
         has_start = callable(getattr(runnable, "start", None))
