@@ -232,3 +232,20 @@ async def test_custom_resource_lists_carry_empty_continue(raw: Raw) -> None:
         assert [r["name"] for r in things] == ["things", "things/status", "things/scale"]
     finally:
         await raw.json("DELETE", f"{crd_path}/things.{group}")
+
+
+async def test_unsupported_body_media_type_is_upstreams_415(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    status, body = await raw.json(
+        "POST",
+        f"/api/v1/namespaces/{ns}/configmaps",
+        data=b"name: x",
+        headers={"Content-Type": "text/plain"},
+    )
+    assert status == 415
+    assert body["reason"] == "UnsupportedMediaType"
+    assert body["message"] == (
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    )
+    assert "details" not in body

@@ -198,15 +198,12 @@ def expired(message: str, *, metadata: dict[str, Any] | None = None) -> StatusEr
     return StatusError(410, "Expired", message, metadata=metadata)
 
 
-def unsupported_media_type(content_type: str, accepted: list[str]) -> StatusError:
+def unsupported_media_type(accepted: list[str]) -> StatusError:
     return StatusError(
         415,
         "UnsupportedMediaType",
         "the body of the request was in an unknown format - accepted media types include: "
         + ", ".join(accepted),
-        details={"causes": [{"type": "UnsupportedMediaType", "message": content_type}]}
-        if content_type
-        else None,
     )
 
 

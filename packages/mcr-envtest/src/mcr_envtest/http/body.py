@@ -80,7 +80,10 @@ async def object_body(ctx: Ctx) -> dict[str, Any]:
                 f"({data[:30].hex()} ...)"
             ) from None
     elif ctype not in ("application/json", "application/yaml", "text/yaml", "*/*"):
-        raise errors.unsupported_media_type(ctype, BODY_TYPES)
+        # built-in kinds also decode protobuf bodies, and the refusal says so
+        raise errors.unsupported_media_type(
+            BODY_TYPES if ctx.info.is_custom else [*BODY_TYPES, "application/vnd.kubernetes.protobuf"]
+        )
     else:
         body = decode(await read_body(ctx), ctype)
     if not isinstance(body, dict):

@@ -149,7 +149,7 @@ async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
         if not info.is_custom:  # refused by the route itself, before the patch handler
             message = "415: Unsupported Media Type"
             raise errors.StatusError(415, "UnsupportedMediaType", message, details=errors.EMPTY_DETAILS)
-        raise errors.unsupported_media_type(ctype, accepted)
+        raise errors.unsupported_media_type(accepted)
     data = await read_body(ctx)
     patch = decode(data, ctype)
     dry = dry_run(ctx)
