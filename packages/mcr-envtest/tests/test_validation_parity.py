@@ -216,3 +216,152 @@ async def test_workload_selectors_and_service_name_are_immutable(raw: Raw, ns: s
     ]
     status, body = await raw.json("PATCH", f"{path}/db", json={"spec": {"replicas": 2}}, headers=merge)
     assert status == 200, body
+
+
+def secret(name: str, kind: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": kind, "data": data}
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (
+            secret("tls", "kubernetes.io/tls", {"tls.crt": "YQ=="}),
+            [("FieldValueRequired", "data[tls.key]", "Required value")],
+        ),
+        (
+            secret("docker", "kubernetes.io/dockerconfigjson", {}),
+            [("FieldValueRequired", "data[.dockerconfigjson]", "Required value")],
+        ),
+        (
+            secret("basic", "kubernetes.io/basic-auth", {}),
+            [
+                ("FieldValueRequired", "data[username]", "Required value"),
+                ("FieldValueRequired", "data[password]", "Required value"),
+            ],
+        ),
+    ],
+)
+async def test_typed_secrets_need_their_keys(
+    raw: Raw, ns: str, obj: dict[str, Any], expected: list[tuple[str, str, str]]
+) -> None:
+    status, body = await raw.json("POST", f"/api/v1/namespaces/{ns}/secrets", json=obj)
+    assert status == 422
+    assert causes(body) == expected
+
+
+async def test_owner_references_need_a_uid_and_one_controller(raw: Raw, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    refs = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}]
+    status, body = await raw.json("POST", path, json={"metadata": {"name": "a", "ownerReferences": refs}})
+    assert status == 422
+    assert causes(body) == [
+        ("FieldValueRequired", "metadata.ownerReferences[0].uid", "Required value: must not be empty")
+    ]
+    refs = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": n, "uid": str(uuid.uuid4()), "controller": True}
+        for n in ("a", "b")
+    ]
+    status, body = await raw.json("POST", path, json={"metadata": {"name": "b", "ownerReferences": refs}})
+    assert status == 422
+    shown = ",".join(
+        f'{{"apiVersion":"v1","kind":"ConfigMap","name":"{r["name"]}","uid":"{r["uid"]}","controller":true}}'
+        for r in refs
+    )
+    assert causes(body) == [
+        (
+            "FieldValueInvalid",
+            "metadata.ownerReferences",
+            f"Invalid value: [{shown}]: Only one reference can have Controller set to true. "
+            'Found "true" in references for ConfigMap/a and ConfigMap/b',
+        )
+    ]
+
+
+async def test_jobs_and_cronjobs(raw: Raw, ns: str) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {"template": {"spec": {**POD_SPEC, "restartPolicy": "Always"}}},
+    }
+    status, body = await raw.json("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", json=job)
+    assert status == 422
+    assert causes(body) == [
+        (
+            "FieldValueRequired",
+            "spec.template.spec.restartPolicy",
+            'Required value: valid values: "OnFailure", "Never"',
+        )
+    ]
+    template = {"spec": {**POD_SPEC, "restartPolicy": "Never"}}
+    cron = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "c"},
+        "spec": {"schedule": "every day", "jobTemplate": {"spec": {"template": template}}},
+    }
+    status, body = await raw.json("POST", f"/apis/batch/v1/namespaces/{ns}/cronjobs", json=cron)
+    assert status == 422
+    assert causes(body) == [
+        (
+            "FieldValueInvalid",
+            "spec.schedule",
+            'Invalid value: "every day": expected exactly 5 fields, found 2: [every day]',
+        )
+    ]
+    cron["spec"]["schedule"] = "*/5 * * * *"
+    status, body = await raw.json("POST", f"/apis/batch/v1/namespaces/{ns}/cronjobs", json=cron)
+    assert status == 201, body
+
+
+async def test_rbac_rules(raw: Raw, ns: str) -> None:
+    base = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}"
+    role = {"metadata": {"name": "r"}, "rules": [{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]}
+    status, body = await raw.json("POST", f"{base}/roles", json=role)
+    assert status == 422
+    assert causes(body) == [
+        (
+            "FieldValueInvalid",
+            "rules[0].nonResourceURLs",
+            'Invalid value: ["/healthz"]: namespaced rules cannot apply to non-resource URLs',
+        )
+    ]
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}
+    binding = {"metadata": {"name": "b"}, "roleRef": ref, "subjects": [{"kind": "Robot", "name": "x"}]}
+    status, body = await raw.json("POST", f"{base}/rolebindings", json=binding)
+    assert status == 422
+    assert causes(body) == [
+        (
+            "FieldValueNotSupported",
+            "subjects[0].kind",
+            'Unsupported value: "Robot": supported values: "ServiceAccount", "User", "Group"',
+        )
+    ]
+    binding["subjects"] = [{"kind": "User", "name": "x", "apiGroup": "rbac.authorization.k8s.io"}]
+    status, body = await raw.json("POST", f"{base}/rolebindings", json=binding)
+    assert status == 201, body
+    status, body = await raw.json(
+        "PATCH",
+        f"{base}/rolebindings/b",
+        json={"roleRef": {"name": "other"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 422
+    assert causes(body) == [
+        (
+            "FieldValueInvalid",
+            "roleRef",
+            'Invalid value: {"APIGroup":"rbac.authorization.k8s.io","Kind":"Role","Name":"other"}: '
+            "field is immutable",
+        )
+    ]
+
+
+async def test_lease_duration_must_be_positive(raw: Raw, ns: str) -> None:
+    lease = {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}}
+    status, body = await raw.json("POST", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", json=lease)
+    assert status == 422
+    assert causes(body) == [
+        ("FieldValueInvalid", "spec.leaseDurationSeconds", "Invalid value: 0: must be greater than 0")
+    ]

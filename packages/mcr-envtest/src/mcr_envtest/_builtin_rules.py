@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from .builtin_validation import RULES as _SPEC_RULES
 from .builtin_validation import pod_spec_causes
+from .object_rules import RULES as _OBJECT_RULES
+from .object_rules import secret_type_causes
 
 if TYPE_CHECKING:
     from .resources import ResourceInfo
@@ -126,6 +128,7 @@ def _secret(obj: Obj, old: Obj | None) -> list[dict[str, Any]]:
         )
     out.extend(_immutable(obj, old, ("data",)))
     out.extend(_config_keys(obj, ("data",)))
+    out.extend(secret_type_causes(obj))
     return out
 
 
@@ -137,9 +140,8 @@ _RULES: dict[tuple[str, str], Rule] = {
     ("", "pods"): _pod_rule("spec"),
     ("", "podtemplates"): _pod_rule("template", "spec"),
     ("", "replicationcontrollers"): _pod_rule(*_TEMPLATE),
-    ("batch", "jobs"): _pod_rule(*_TEMPLATE),
-    ("batch", "cronjobs"): _pod_rule("spec", "jobTemplate", *_TEMPLATE),
     **_SPEC_RULES,
+    **_OBJECT_RULES,
 }
 
 

@@ -1,6 +1,7 @@
-"""Spec rules of Services, Pods and workload controllers that kube-apiserver's validation
-enforces beyond their OpenAPI schemas (ports, container names, restart policies, selectors that
-must match their template, immutable selectors), as Status causes in kube-apiserver's order."""
+"""Spec rules of Services, Pods, workload controllers, Jobs and CronJobs that kube-apiserver's
+validation enforces beyond their OpenAPI schemas (ports, container names, restart policies,
+selectors that must match their template, immutable selectors, schedules), as Status causes
+in kube-apiserver's order."""
 
 from __future__ import annotations
 
@@ -247,10 +248,97 @@ def _workload(kind: str) -> Rule:
     return rule
 
 
+def _job_template(spec: Any, path: str) -> list[Cause]:
+    """A Job's pod template must restart OnFailure or Never."""
+    if not isinstance(spec, dict):
+        return []
+    out = pod_spec_causes(_at(spec, "template", "spec"), f"{path}.template.spec")
+    policy = _at(spec, "template", "spec", "restartPolicy")
+    if isinstance(_at(spec, "template", "spec"), dict) and policy not in ("OnFailure", "Never"):
+        out.append(
+            _cause(
+                "FieldValueRequired",
+                'Required value: valid values: "OnFailure", "Never"',
+                f"{path}.template.spec.restartPolicy",
+            )
+        )
+    return out
+
+
+def _job(obj: Obj, old: Obj | None) -> list[Cause]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    out: list[Cause] = []
+    if spec.get("manualSelector") is True and old is None:
+        if spec.get("selector") is None:
+            out.append(_cause("FieldValueRequired", "Required value", "spec.selector"))
+        out.extend(_template_match(spec))
+    out.extend(_job_template(spec, "spec"))
+    return out
+
+
+_CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly", "@every ")
+
+
+def _cron_job(obj: Obj, old: Obj | None) -> list[Cause]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    out: list[Cause] = []
+    schedule = spec.get("schedule")
+    if isinstance(schedule, str) and schedule and not schedule.startswith(_CRON_MACROS):
+        body = schedule
+        if body.startswith(("TZ=", "CRON_TZ=")) and " " in body:
+            body = body.split(" ", 1)[1]
+        found = body.split()
+        if len(found) != 5:
+            out.append(
+                _cause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {_quoted(schedule)}: expected exactly 5 fields, found {len(found)}: "
+                    f"[{' '.join(found)}]",
+                    "spec.schedule",
+                )
+            )
+    out.extend(
+        _job_template(
+            spec.get("jobTemplate", {}).get("spec") if isinstance(spec.get("jobTemplate"), dict) else None,
+            "spec.jobTemplate.spec",
+        )
+    )
+    return out
+
+
+def _daemon_set(obj: Obj, old: Obj | None) -> list[Cause]:
+    out = _workload("daemonsets")(obj, old)
+    strategy = _at(obj, "spec", "updateStrategy")
+    if isinstance(strategy, dict) and strategy.get("type") not in (None, "RollingUpdate", "OnDelete"):
+        rolling = strategy.get("rollingUpdate")
+        shown_rolling = (
+            {"MaxUnavailable": rolling.get("maxUnavailable"), "MaxSurge": rolling.get("maxSurge")}
+            if isinstance(rolling, dict)
+            else None
+        )
+        shown = json.dumps(
+            {"Type": strategy.get("type"), "RollingUpdate": shown_rolling}, separators=(",", ":")
+        )
+        out.append(
+            _cause(
+                "FieldValueNotSupported",
+                f'Unsupported value: {shown}: supported values: "RollingUpdate", "OnDelete"',
+                "spec.updateStrategy",
+            )
+        )
+    return out
+
+
 RULES: dict[tuple[str, str], Rule] = {
     ("", "services"): _service,
     ("apps", "deployments"): _workload("deployments"),
     ("apps", "replicasets"): _workload("replicasets"),
     ("apps", "statefulsets"): _workload("statefulsets"),
-    ("apps", "daemonsets"): _workload("daemonsets"),
+    ("apps", "daemonsets"): _daemon_set,
+    ("batch", "jobs"): _job,
+    ("batch", "cronjobs"): _cron_job,
 }

@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 
-from . import _builtin_rules
+from . import _builtin_rules, object_rules
 from .cel import rules as cel_rules
 from .schema import builtin
 from .schema.structural import apply_defaults, crd_version_schema, prune_unknown
@@ -197,6 +197,7 @@ def _metadata_causes(
         isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)
     ):
         causes.append(_invalid("list", "finalizers must be a list of strings", "metadata.finalizers"))
+    causes.extend(object_rules.owner_reference_causes(md.get("ownerReferences")))
     if old is None:
         return causes
     old_md = old.get("metadata") or {}

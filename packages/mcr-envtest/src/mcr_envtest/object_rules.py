@@ -1,0 +1,255 @@
+"""Rules of Secrets, owner references, RBAC objects, Leases, Events, PriorityClasses,
+EndpointSlices, HorizontalPodAutoscalers and ResourceQuotas that kube-apiserver's validation
+enforces beyond their OpenAPI schemas, as Status causes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["RULES", "owner_reference_causes", "secret_type_causes"]
+
+Obj = dict[str, Any]
+Cause = dict[str, Any]
+Rule = Callable[[Obj, "Obj | None"], list[Cause]]
+
+
+def _cause(kind: str, message: str, field: str) -> Cause:
+    return {"type": kind, "reason": kind, "message": message, "field": field}
+
+
+def _go_json(value: Any) -> str:
+    """``value`` as Go's encoding/json prints it in a field error (maps with sorted keys)."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _quoted(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _at(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def owner_reference_causes(refs: Any) -> list[Cause]:
+    """An owner reference without a uid, or more than one reference marked controller."""
+    if not isinstance(refs, list):
+        return []
+    out: list[Cause] = []
+    controller = ""
+    for i, ref in enumerate(refs):
+        if not isinstance(ref, dict):
+            continue
+        if not ref.get("uid"):
+            out.append(
+                _cause(
+                    "FieldValueRequired",
+                    "Required value: must not be empty",
+                    f"metadata.ownerReferences[{i}].uid",
+                )
+            )
+        if ref.get("controller") is True:
+            name = f"{ref.get('kind', '')}/{ref.get('name', '')}"
+            if controller:
+                shown = json.dumps(
+                    [_owner_json(r) for r in refs if isinstance(r, dict)], separators=(",", ":")
+                )
+                out.append(
+                    _cause(
+                        "FieldValueInvalid",
+                        f"Invalid value: {shown}: Only one reference can have Controller set to true. "
+                        f'Found "true" in references for {controller} and {name}',
+                        "metadata.ownerReferences",
+                    )
+                )
+            else:
+                controller = name
+    return out
+
+
+def _owner_json(ref: Obj) -> dict[str, Any]:
+    """An owner reference in its Go struct's field order, empty optional fields left out."""
+    out: dict[str, Any] = {k: ref.get(k, "") for k in ("apiVersion", "kind", "name", "uid")}
+    for key in ("controller", "blockOwnerDeletion"):
+        if ref.get(key) is not None:
+            out[key] = ref[key]
+    return out
+
+
+_SECRET_KEYS: dict[str, tuple[str, ...]] = {
+    "kubernetes.io/dockercfg": (".dockercfg",),
+    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+    "kubernetes.io/tls": ("tls.crt", "tls.key"),
+}
+
+
+def secret_type_causes(obj: Obj) -> list[Cause]:
+    """The data keys a typed Secret must carry."""
+    kind = obj.get("type")
+    data = obj.get("data")
+    data = data if isinstance(data, dict) else {}
+    if kind == "kubernetes.io/basic-auth" and "username" not in data and "password" not in data:
+        return [
+            _cause("FieldValueRequired", "Required value", f"data[{k}]") for k in ("username", "password")
+        ]
+    if kind == "kubernetes.io/ssh-auth" and not data.get("ssh-privatekey"):
+        return [_cause("FieldValueRequired", "Required value", "data[ssh-privatekey]")]
+    if kind == "kubernetes.io/service-account-token":
+        annotations = _at(obj, "metadata", "annotations")
+        if not isinstance(annotations, dict) or not annotations.get("kubernetes.io/service-account.name"):
+            return [
+                _cause(
+                    "FieldValueRequired",
+                    "Required value",
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                )
+            ]
+    if not isinstance(kind, str):
+        return []
+    return [
+        _cause("FieldValueRequired", "Required value", f"data[{k}]")
+        for k in _SECRET_KEYS.get(kind, ())
+        if k not in data
+    ]
+
+
+def _lease(obj: Obj, old: Obj | None) -> list[Cause]:
+    value = _at(obj, "spec", "leaseDurationSeconds")
+    if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+        return [
+            _cause(
+                "FieldValueInvalid",
+                f"Invalid value: {value}: must be greater than 0",
+                "spec.leaseDurationSeconds",
+            )
+        ]
+    return []
+
+
+def _event(obj: Obj, old: Obj | None) -> list[Cause]:
+    involved = _at(obj, "involvedObject", "namespace")
+    namespace = _at(obj, "metadata", "namespace")
+    if (
+        isinstance(involved, str)
+        and involved
+        and isinstance(namespace, str)
+        and namespace
+        and involved != namespace
+    ):
+        return [
+            _cause(
+                "FieldValueInvalid",
+                f"Invalid value: {_quoted(involved)}: does not match event.namespace",
+                "involvedObject.namespace",
+            )
+        ]
+    return []
+
+
+_SUBJECT_KINDS = ("ServiceAccount", "User", "Group")
+
+
+def _binding(obj: Obj, old: Obj | None) -> list[Cause]:
+    out: list[Cause] = []
+    subjects = obj.get("subjects")
+    for i, subject in enumerate(subjects if isinstance(subjects, list) else []):
+        kind = subject.get("kind") if isinstance(subject, dict) else None
+        if isinstance(kind, str) and kind not in _SUBJECT_KINDS:
+            supported = ", ".join(_quoted(k) for k in _SUBJECT_KINDS)
+            out.append(
+                _cause(
+                    "FieldValueNotSupported",
+                    f"Unsupported value: {_quoted(kind)}: supported values: {supported}",
+                    f"subjects[{i}].kind",
+                )
+            )
+    ref, old_ref = obj.get("roleRef"), (old or {}).get("roleRef")
+    if old is not None and isinstance(ref, dict) and isinstance(old_ref, dict) and ref != old_ref:
+        shown = _go_json(
+            {"APIGroup": ref.get("apiGroup", ""), "Kind": ref.get("kind", ""), "Name": ref.get("name", "")}
+        )
+        out.append(_cause("FieldValueInvalid", f"Invalid value: {shown}: field is immutable", "roleRef"))
+    return out
+
+
+def _role(obj: Obj, old: Obj | None) -> list[Cause]:
+    out: list[Cause] = []
+    rules = obj.get("rules")
+    for i, rule in enumerate(rules if isinstance(rules, list) else []):
+        urls = rule.get("nonResourceURLs") if isinstance(rule, dict) else None
+        if urls:
+            out.append(
+                _cause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_json(urls)}: namespaced rules cannot apply to non-resource URLs",
+                    f"rules[{i}].nonResourceURLs",
+                )
+            )
+    return out
+
+
+def _priority_class(obj: Obj, old: Obj | None) -> list[Cause]:
+    if old is not None and obj.get("value") != old.get("value"):
+        return [_cause("FieldValueForbidden", "Forbidden: may not be changed in an update.", "value")]
+    return []
+
+
+def _endpoint_slice(obj: Obj, old: Obj | None) -> list[Cause]:
+    kind = obj.get("addressType")
+    if isinstance(kind, str) and kind not in ("FQDN", "IPv4", "IPv6"):
+        return [
+            _cause(
+                "FieldValueNotSupported",
+                f'Unsupported value: {_quoted(kind)}: supported values: "FQDN", "IPv4", "IPv6"',
+                "addressType",
+            )
+        ]
+    return []
+
+
+def _autoscaler(obj: Obj, old: Obj | None) -> list[Cause]:
+    low, high = _at(obj, "spec", "minReplicas"), _at(obj, "spec", "maxReplicas")
+    if isinstance(low, int) and isinstance(high, int) and high < low:
+        return [
+            _cause(
+                "FieldValueInvalid",
+                f"Invalid value: {high}: must be greater than or equal to `minReplicas`",
+                "spec.maxReplicas",
+            )
+        ]
+    return []
+
+
+def _quota(obj: Obj, old: Obj | None) -> list[Cause]:
+    hard = _at(obj, "spec", "hard")
+    out: list[Cause] = []
+    for key, value in (hard if isinstance(hard, dict) else {}).items():
+        if (isinstance(value, str) and value.strip().startswith("-")) or (
+            isinstance(value, int | float) and not isinstance(value, bool) and value < 0
+        ):
+            out.append(
+                _cause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {_quoted(str(value))}: must be greater than or equal to 0",
+                    f"spec.hard[{key}]",
+                )
+            )
+    return out
+
+
+RULES: dict[tuple[str, str], Rule] = {
+    ("coordination.k8s.io", "leases"): _lease,
+    ("", "events"): _event,
+    ("rbac.authorization.k8s.io", "rolebindings"): _binding,
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): _binding,
+    ("rbac.authorization.k8s.io", "roles"): _role,
+    ("scheduling.k8s.io", "priorityclasses"): _priority_class,
+    ("discovery.k8s.io", "endpointslices"): _endpoint_slice,
+    ("autoscaling", "horizontalpodautoscalers"): _autoscaler,
+    ("", "resourcequotas"): _quota,
+}
