@@ -249,3 +249,30 @@ async def test_unsupported_body_media_type_is_upstreams_415(raw: Raw) -> None:
         "application/json, application/yaml, application/vnd.kubernetes.protobuf"
     )
     assert "details" not in body
+
+
+async def test_body_of_another_kind_is_worded_as_upstream(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    cases = [
+        (
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a"}},
+            'Secret in version "v1" cannot be handled as a ConfigMap: '
+            "converting (v1.Secret) to (core.ConfigMap): unknown conversion",
+        ),
+        (
+            {"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "b"}},
+            'ConfigMap in version "v1" cannot be handled as a ConfigMap: no kind "ConfigMap" is '
+            'registered for version "apps/v1" in scheme "pkg/runtime/scheme.go:111"',
+        ),
+    ]
+    for obj, message in cases:
+        status, body = await raw.json("POST", path, json=obj)
+        assert status == 400, body
+        assert body["message"] == message
+    status, body = await raw.json("POST", path, data=b"", headers={"Content-Type": "application/json"})
+    assert status == 400
+    assert body["message"] == (
+        "the object provided is unrecognized (must be of type ConfigMap): couldn't get "
+        "version/kind; json parse error: unexpected end of JSON input (<empty>)"
+    )

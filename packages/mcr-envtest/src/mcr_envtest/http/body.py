@@ -10,7 +10,7 @@ import yaml
 from aiohttp import web
 
 from mcr_envtest import errors, validation
-from mcr_envtest.resources import ResourceInfo
+from mcr_envtest.resources import BUILTINS, ResourceInfo
 from mcr_envtest.schema import protobuf
 
 from .context import Backend, Ctx
@@ -85,11 +85,34 @@ async def object_body(ctx: Ctx) -> dict[str, Any]:
             BODY_TYPES if ctx.info.is_custom else [*BODY_TYPES, "application/vnd.kubernetes.protobuf"]
         )
     else:
-        body = decode(await read_body(ctx), ctype)
+        data = await read_body(ctx)
+        if not data.strip() and not ctx.info.is_custom and ctype == "application/json":
+            raise errors.bad_request(
+                f"the object provided is unrecognized (must be of type {ctx.info.kind}): "
+                "couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
+            )
+        body = decode(data, ctype)
     if not isinstance(body, dict):
         raise errors.bad_request("the request body must be a JSON object")
     check_type(ctx, body)
     return body
+
+
+_BUILTIN_GVKS = frozenset(i.gvk for i in BUILTINS)
+
+
+def _not_handled(ctx: Ctx, av: str, kind: str) -> str:
+    """kube-apiserver's words for a body of another kind or group-version than the resource's."""
+    info = ctx.info
+    group, _, version = av.rpartition("/")
+    known = (group, version, kind) in _BUILTIN_GVKS
+    head = f'{kind} in version "{version}" cannot be handled as a {info.kind}: '
+    if not known:
+        return (
+            head + f'no kind "{kind}" is registered for version "{av}" in scheme "pkg/runtime/scheme.go:111"'
+        )
+    internal = info.group.split(".")[0] if info.group else "core"
+    return head + f"converting ({version}.{kind}) to ({internal}.{info.kind}): unknown conversion"
 
 
 def check_type(ctx: Ctx, body: dict[str, Any]) -> None:
@@ -100,6 +123,8 @@ def check_type(ctx: Ctx, body: dict[str, Any]) -> None:
     if ctx.subresource in ("scale", "token") or info.plural in REVIEWS:
         return
     if (av and av != info.api_version) or (kind and kind != info.kind):
+        if isinstance(av, str) and isinstance(kind, str) and av and kind and not info.is_custom:
+            raise errors.bad_request(_not_handled(ctx, av, kind))
         raise errors.bad_request(
             f"the API version in the data ({av}) does not match the expected API version ({info.api_version})"
             if av and av != info.api_version
