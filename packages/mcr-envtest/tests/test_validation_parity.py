@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Raw
+from .conftest import Raw, crd_served
 
 POD_SPEC = {"containers": [{"name": "c", "image": "nginx"}]}
 
@@ -365,3 +365,85 @@ async def test_lease_duration_must_be_positive(raw: Raw, ns: str) -> None:
     assert causes(body) == [
         ("FieldValueInvalid", "spec.leaseDurationSeconds", "Invalid value: 0: must be greater than 0")
     ]
+
+
+async def test_disruption_budgets_and_claims(raw: Raw, ns: str) -> None:
+    pdb = {
+        "metadata": {"name": "both"},
+        "spec": {"minAvailable": 1, "maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }
+    status, body = await raw.json("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", json=pdb)
+    assert status == 422
+    shown = (
+        '{"MinAvailable":1,"Selector":{"matchLabels":{"app":"web"}},"MaxUnavailable":1,'
+        '"UnhealthyPodEvictionPolicy":null}'
+    )
+    assert causes(body) == [
+        (
+            "FieldValueInvalid",
+            "spec",
+            f"Invalid value: {shown}: minAvailable and maxUnavailable cannot be both set",
+        )
+    ]
+    claim = {"metadata": {"name": "noreq"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    status, body = await raw.json("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", json=claim)
+    assert status == 422
+    assert causes(body) == [("FieldValueRequired", "spec.resources[storage]", "Required value")]
+
+
+async def test_custom_resource_set_and_map_lists_refuse_duplicates(raw: Raw, ns: str) -> None:
+    group = f"v{uuid.uuid4().hex[:8]}.example.com"
+    spec_schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "items": {
+                "type": "array",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+                },
+            },
+        },
+    }
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec_schema}}},
+                }
+            ],
+        },
+    }
+    status, body = await raw.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
+    assert status == 201, body
+    try:
+        await crd_served(raw, crd)
+        path = f"/apis/{group}/v1/namespaces/{ns}/widgets"
+        obj = {
+            "apiVersion": f"{group}/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w"},
+            "spec": {"tags": ["a", "a"]},
+        }
+        status, body = await raw.json("POST", path, json=obj)
+        assert status == 422
+        assert causes(body) == [("FieldValueDuplicate", "spec.tags[1]", 'Duplicate value: "a"')]
+        obj["spec"] = {"items": [{"name": "y", "value": "1"}, {"name": "y", "value": "2"}]}
+        status, body = await raw.json("POST", path, json=obj)
+        assert status == 422
+        assert causes(body) == [("FieldValueDuplicate", "spec.items[1]", 'Duplicate value: {"name":"y"}')]
+    finally:
+        await raw.status("DELETE", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}")

@@ -1,5 +1,6 @@
-"""Rules of Secrets, owner references, RBAC objects, Leases, Events, PriorityClasses,
-EndpointSlices, HorizontalPodAutoscalers and ResourceQuotas that kube-apiserver's validation
+"""Rules of Secrets, owner references, a custom resource's set and map lists, RBAC objects,
+Leases, Events, PriorityClasses, EndpointSlices, HorizontalPodAutoscalers, ResourceQuotas,
+Nodes, PersistentVolumeClaims and PodDisruptionBudgets that kube-apiserver's validation
 enforces beyond their OpenAPI schemas, as Status causes."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["RULES", "owner_reference_causes", "secret_type_causes"]
+__all__ = ["RULES", "duplicate_items", "owner_reference_causes", "secret_type_causes"]
 
 Obj = dict[str, Any]
 Cause = dict[str, Any]
@@ -242,6 +243,80 @@ def _quota(obj: Obj, old: Obj | None) -> list[Cause]:
     return out
 
 
+def duplicate_items(schema: Any, value: Any, path: str) -> list[Cause]:
+    """Items repeated in an ``x-kubernetes-list-type: set`` list, or repeating the keys of an
+    earlier item of a ``map`` list."""
+    if not isinstance(schema, dict) or not isinstance(value, list):
+        return []
+    kind = schema.get("x-kubernetes-list-type")
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    out: list[Cause] = []
+    seen: list[Any] = []
+    for i, item in enumerate(value):
+        if kind == "set":
+            ident: Any = item
+        elif kind == "map" and isinstance(item, dict) and keys:
+            ident = {k: item[k] for k in keys if k in item}
+        else:
+            continue
+        if ident in seen:
+            shown = _quoted(ident) if isinstance(ident, str) else _go_json(ident)
+            out.append(_cause("FieldValueDuplicate", f"Duplicate value: {shown}", f"{path}[{i}]"))
+        else:
+            seen.append(ident)
+    return out
+
+
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _node(obj: Obj, old: Obj | None) -> list[Cause]:
+    taints = _at(obj, "spec", "taints")
+    out: list[Cause] = []
+    for i, taint in enumerate(taints if isinstance(taints, list) else []):
+        effect = taint.get("effect") if isinstance(taint, dict) else None
+        if isinstance(effect, str) and effect not in _TAINT_EFFECTS:
+            supported = ", ".join(_quoted(e) for e in _TAINT_EFFECTS)
+            # kube-apiserver names the field metadata.taints, not spec.taints
+            out.append(
+                _cause(
+                    "FieldValueNotSupported",
+                    f"Unsupported value: {_quoted(effect)}: supported values: {supported}",
+                    f"metadata.taints[{i}].effect",
+                )
+            )
+    return out
+
+
+def _claim(obj: Obj, old: Obj | None) -> list[Cause]:
+    spec = obj.get("spec")
+    if old is None and isinstance(spec, dict) and _at(spec, "resources", "requests", "storage") is None:
+        return [_cause("FieldValueRequired", "Required value", "spec.resources[storage]")]
+    return []
+
+
+def _disruption_budget(obj: Obj, old: Obj | None) -> list[Cause]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("minAvailable") is None or spec.get("maxUnavailable") is None:
+        return []
+    shown = json.dumps(
+        {
+            "MinAvailable": spec.get("minAvailable"),
+            "Selector": spec.get("selector"),
+            "MaxUnavailable": spec.get("maxUnavailable"),
+            "UnhealthyPodEvictionPolicy": spec.get("unhealthyPodEvictionPolicy"),
+        },
+        separators=(",", ":"),
+    )
+    return [
+        _cause(
+            "FieldValueInvalid",
+            f"Invalid value: {shown}: minAvailable and maxUnavailable cannot be both set",
+            "spec",
+        )
+    ]
+
+
 RULES: dict[tuple[str, str], Rule] = {
     ("coordination.k8s.io", "leases"): _lease,
     ("", "events"): _event,
@@ -252,4 +327,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("discovery.k8s.io", "endpointslices"): _endpoint_slice,
     ("autoscaling", "horizontalpodautoscalers"): _autoscaler,
     ("", "resourcequotas"): _quota,
+    ("", "nodes"): _node,
+    ("", "persistentvolumeclaims"): _claim,
+    ("policy", "poddisruptionbudgets"): _disruption_budget,
 }

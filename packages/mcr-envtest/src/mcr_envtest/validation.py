@@ -348,6 +348,7 @@ def _walk(
         return
     if custom:
         _constraints(schema, value, path, causes)
+        causes.extend(object_rules.duplicate_items(schema, value, path))
     if isinstance(value, dict):
         props = schema.get("properties")
         for req in schema.get("required") or []:
