@@ -276,3 +276,15 @@ async def test_body_of_another_kind_is_worded_as_upstream(raw: Raw) -> None:
         "the object provided is unrecognized (must be of type ConfigMap): couldn't get "
         "version/kind; json parse error: unexpected end of JSON input (<empty>)"
     )
+
+
+async def test_openapi_v3_index_lists_version_and_api(raw: Raw) -> None:
+    status, index = await raw.json("GET", "/openapi/v3")
+    assert status == 200
+    for key, operation in (("version", "getCodeVersion"), ("api", "getCoreAPIVersions")):
+        url = index["paths"][key]["serverRelativeURL"]
+        assert url.startswith(f"/openapi/v3/{key}?hash=")
+        status, doc = await raw.json("GET", url)
+        assert status == 200, url
+        (path_item,) = doc["paths"].values()
+        assert path_item["get"]["operationId"] == operation

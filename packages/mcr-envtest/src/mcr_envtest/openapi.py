@@ -17,6 +17,8 @@ import hashlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from .schema import builtin
 from .schema.structural import crd_version_schema
 
@@ -62,6 +64,74 @@ def warm_schemas(registry: Registry) -> None:
                 builtin.model_closure(info.model + "List")
 
 
+def _get_only(path: str, operation: str, tag: str, description: str, schema: str) -> dict[str, Any]:
+    ok = {"schema": {"$ref": f"#/components/schemas/{schema}"}}
+    return {
+        path: {
+            "get": {
+                "tags": [tag],
+                "description": description,
+                "operationId": operation,
+                "responses": {
+                    "200": {"description": "OK", "content": {"application/json": ok}},
+                    "401": {"description": "Unauthorized"},
+                },
+            }
+        }
+    }
+
+
+_STRINGS = ("major", "minor", "gitVersion", "gitCommit", "gitTreeState", "buildDate", "goVersion")
+_VERSION_INFO: dict[str, Any] = {
+    "description": "Info contains versioning information.",
+    "type": "object",
+    "required": [*_STRINGS, "compiler", "platform"],
+    "properties": {k: {"type": "string", "default": ""} for k in (*_STRINGS, "compiler", "platform")},
+}
+_API_VERSIONS: dict[str, Any] = {
+    "description": "APIVersions lists the versions that are available, to allow clients to discover the API.",
+    "type": "object",
+    "required": ["versions", "serverAddressByClientCIDRs"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "serverAddressByClientCIDRs": {"type": "array", "items": {"type": "object"}},
+        "versions": {"type": "array", "items": {"type": "string", "default": ""}},
+    },
+}
+
+# The documents the /openapi/v3 index lists beside the group-versions: /version and /api.
+STATIC_DOCUMENTS: dict[str, dict[str, Any]] = {
+    "version": {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "1.37"},
+        "paths": _get_only(
+            "/version/",
+            "getCodeVersion",
+            "version",
+            "get the version information for this server",
+            "io.k8s.apimachinery.pkg.version.Info",
+        ),
+        "components": {"schemas": {"io.k8s.apimachinery.pkg.version.Info": _VERSION_INFO}},
+    },
+    "api": {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "1.37"},
+        "paths": _get_only(
+            "/api/",
+            "getCoreAPIVersions",
+            "core",
+            "get available API versions",
+            "io.k8s.apimachinery.pkg.apis.meta.v1.APIVersions",
+        ),
+        "components": {"schemas": {"io.k8s.apimachinery.pkg.apis.meta.v1.APIVersions": _API_VERSIONS}},
+    },
+}
+STATIC_HASHES: dict[str, str] = {
+    key: hashlib.sha512(orjson.dumps(doc)).hexdigest().upper() for key, doc in STATIC_DOCUMENTS.items()
+}
+
+
 def root_document(registry: Registry) -> dict[str, Any]:
     """Return the ``/openapi/v3`` index: ``{"paths": {"api/v1": {"serverRelativeURL": ...}, ...}}``.
 
@@ -77,7 +147,9 @@ def root_document(registry: Registry) -> dict[str, Any]:
             paths[key] = {
                 "serverRelativeURL": f"/openapi/v3/{key}?hash={group_version_hash(registry, group, version)}"
             }
-    return {"paths": paths}
+    for key, digest in STATIC_HASHES.items():
+        paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={digest}"}
+    return {"paths": dict(sorted(paths.items()))}
 
 
 def group_version_document(registry: Registry, group: str, version: str) -> dict[str, Any] | None:

@@ -433,12 +433,15 @@ class Api:
         elif len(rest) == 3 and rest[0] == "apis":
             gv = (rest[1], rest[2])
         doc = openapi.group_version_document(self.registry, *gv) if gv is not None else None
-        if gv is None or doc is None:
+        digest = openapi.group_version_hash(self.registry, *gv) if gv is not None else ""
+        if len(rest) == 1 and rest[0] in openapi.STATIC_DOCUMENTS:
+            doc, digest = openapi.STATIC_DOCUMENTS[rest[0]], openapi.STATIC_HASHES[rest[0]]
+        if doc is None:
             raise errors.PageNotFound
         headers = {"Cache-Control": "no-cache, private", "Vary": "Accept"}
         if openapi_v2.negotiate(accept) is None:  # (kube-apiserver also serves gnostic protobuf)
             return web.Response(status=406, headers=headers)
-        etag = f'"{openapi.group_version_hash(self.registry, *gv)}"'
+        etag = f'"{digest}"'
         headers.update({"ETag": etag, "Accept-Ranges": "bytes"})
         if "hash" in request.query:
             headers["Cache-Control"] = "public, immutable"
