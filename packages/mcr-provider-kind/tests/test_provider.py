@@ -89,7 +89,9 @@ async def test_a_broken_kubeconfig_and_a_failing_kind_leave_the_others_alone(
     provider = KindProvider(poll_interval=0.1)
     aware = run(provider)
     await eventually(
-        lambda: "good" in aware.engaged and provider.problems(), message="good engaged, broken reported"
+        lambda: "good" in aware.engaged and provider.problems(),
+        timeout=CLI,
+        message="good engaged, broken reported",
     )
     [problem] = provider.problems()
     assert problem.cluster == "broken"
@@ -103,11 +105,15 @@ async def test_a_broken_kubeconfig_and_a_failing_kind_leave_the_others_alone(
     real.unlink()
     real.write_text("#!/bin/sh\necho 'ERROR: failed to list clusters: docker is not running' >&2\nexit 1\n")
     real.chmod(0o755)
-    await eventually(lambda: any("docker is not running" in r.getMessage() for r in caplog.records))
+    await eventually(
+        lambda: any("docker is not running" in r.getMessage() for r in caplog.records), timeout=CLI
+    )
     assert aware.engaged["good"] is good
     real.unlink()
     real.symlink_to(target)
-    await eventually(lambda: any("listing clusters works again" in r.getMessage() for r in caplog.records))
+    await eventually(
+        lambda: any("listing clusters works again" in r.getMessage() for r in caplog.records), timeout=CLI
+    )
     assert aware.engaged["good"] is good
     warnings = [r for r in caplog.records if "docker is not running" in r.getMessage()]
     assert len(warnings) == 1, "a repeated failure is logged once"
