@@ -170,8 +170,8 @@ async def test_requeue_after_reconciles_again_after_the_delay() -> None:
     ctrl, events = with_channel(name, reconcile)
     async with running(ctrl):
         events.put_nowait(cm("a"))
-        await eventually(lambda: len(stamps) == 2, timeout=3)
-    assert 0.2 <= stamps[1] - stamps[0] < 0.5
+        await eventually(lambda: len(stamps) == 2, timeout=10)
+    assert 0.2 <= stamps[1] - stamps[0] < 2.0  # not before the delay; the bound allows for a loaded machine
     assert (
         sample("controller_runtime_reconcile_total", controller=name, result="requeue_after", cluster="") == 1
     )
@@ -268,7 +268,7 @@ async def test_reconcile_timeout_counts_as_error_and_retries() -> None:
     ctrl, events = with_channel(name, reconcile, reconcile_timeout=0.05)
     async with running(ctrl):
         events.put_nowait(cm("a"))
-        await eventually(lambda: calls == 2, timeout=3)
+        await eventually(lambda: calls == 2, timeout=10)
     assert sample("controller_runtime_reconcile_timeouts_total", controller=name, cluster="") == 1
     assert sample("controller_runtime_reconcile_errors_total", controller=name, cluster="") == 1
 
