@@ -9,6 +9,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from mcr_envtest.object_rules import field_cause as _cause
+from mcr_envtest.object_rules import go_json as _go_json
+from mcr_envtest.object_rules import go_quoted as _quoted
+from mcr_envtest.object_rules import value_at as _at
+
 __all__ = ["RULES", "pod_spec_causes"]
 
 Obj = dict[str, Any]
@@ -17,27 +22,6 @@ Rule = Callable[[Obj, "Obj | None"], list[Cause]]
 
 _RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _MSG_PORT = "must be between 1 and 65535, inclusive"
-
-
-def _cause(kind: str, message: str, field: str) -> Cause:
-    return {"type": kind, "reason": kind, "message": message, "field": field}
-
-
-def _go_json(value: Any) -> str:
-    """``value`` as Go's encoding/json prints it in a field error (maps with sorted keys)."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-
-
-def _quoted(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _at(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def pod_spec_causes(spec: Any, path: str) -> list[Cause]:

@@ -9,32 +9,48 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["RULES", "duplicate_items", "owner_reference_causes", "secret_type_causes"]
+__all__ = [
+    "RULES",
+    "duplicate_items",
+    "field_cause",
+    "go_json",
+    "go_quoted",
+    "owner_reference_causes",
+    "secret_type_causes",
+    "value_at",
+]
 
 Obj = dict[str, Any]
 Cause = dict[str, Any]
 Rule = Callable[[Obj, "Obj | None"], list[Cause]]
 
 
-def _cause(kind: str, message: str, field: str) -> Cause:
+def field_cause(kind: str, message: str, field: str) -> Cause:
+    """One entry of a 422's ``details.causes``, as kube-apiserver writes a field error."""
     return {"type": kind, "reason": kind, "message": message, "field": field}
 
 
-def _go_json(value: Any) -> str:
+def go_json(value: Any) -> str:
     """``value`` as Go's encoding/json prints it in a field error (maps with sorted keys)."""
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
-def _quoted(value: str) -> str:
+def go_quoted(value: str) -> str:
+    """A string quoted as a field error quotes it."""
     return json.dumps(value, ensure_ascii=False)
 
 
-def _at(obj: Any, *keys: str) -> Any:
+def value_at(obj: Any, *keys: str) -> Any:
+    """``obj[k1][k2]...``, or ``None`` where a step is missing or not a mapping."""
     for key in keys:
         if not isinstance(obj, dict):
             return None
         obj = obj.get(key)
     return obj
+
+
+# Short names for the rules below.
+_cause, _go_json, _quoted, _at = field_cause, go_json, go_quoted, value_at
 
 
 def owner_reference_causes(refs: Any) -> list[Cause]:
