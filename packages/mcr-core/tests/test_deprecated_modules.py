@@ -113,9 +113,9 @@ def test_unknown_names_still_raise_attribute_error() -> None:
     import mcr.testing
 
     with pytest.raises(AttributeError, match="no_such_name"):
-        _ = mcr.cache.no_such_name  # type: ignore[attr-defined]
+        _ = mcr.cache.no_such_name  # type: ignore[attr-defined]  # the unknown name is the point
     with pytest.raises(AttributeError, match="no_such_name"):
-        _ = mcr.testing.no_such_name  # type: ignore[attr-defined]
+        _ = mcr.testing.no_such_name  # type: ignore[attr-defined]  # the unknown name is the point
 
 
 def test_deprecated_methods_warn_and_answer_as_before() -> None:
@@ -143,4 +143,4 @@ async def test_clusters_remove_if_warns() -> None:
 
     clusters = Clusters()
     with pytest.warns(DeprecationWarning, match="remove_if"):
-        assert await clusters.remove_if("gone", object()) is False  # type: ignore[arg-type]
+        assert await clusters.remove_if("gone", object()) is False  # type: ignore[arg-type]  # any other object: never removed

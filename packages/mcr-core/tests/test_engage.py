@@ -390,5 +390,5 @@ async def test_an_engagement_carries_none_of_the_log_fields_of_the_provider_task
     ]
     assert {r.getMessage() for r in lines} == {"engaged cluster", "disengaged cluster"}, caplog.text
     for record in lines:
-        fields = {k: v for k, v in record.mcr.items() if v}  # type: ignore[attr-defined]
+        fields = {k: v for k, v in record.mcr.items() if v}  # type: ignore[attr-defined]  # set by ContextFilter
         assert fields == {"cluster": "c0"}, (record.getMessage(), fields)
