@@ -178,7 +178,9 @@ class ChaosFleet:
         self._salt = 0 if leader else _balanced(self.clusters, slots)
         self.replicas: dict[str, Replica] = {}
         self.retired: list[Replica] = []
+        # (monotonic time, {fence: (holder, acquireTime)}): from every watch event and every read
         self.samples: list[tuple[float, dict[str, tuple[str, str]]]] = []
+        self._latest: dict[str, tuple[str, str]] = {}
         self.hub_view = Cluster.from_kubeconfig(hub.kubeconfig, name="hub-observer")
         self.member_view = Cluster.from_kubeconfig(member.kubeconfig, name="member-observer")
         self._serial = itertools.count()
@@ -188,6 +190,10 @@ class ChaosFleet:
     async def __aenter__(self) -> ChaosFleet:
         tick = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tick", "namespace": "default"}}
         await self.member_view.api_reader.create(tick)
+        await self.hub_view.start()
+        informer = await self.hub_view.cache.get_informer(LEASE)
+        informer.add_event_handler(_LeaseWatch(self._record))
+        await informer.wait_for_sync(None)
         self._tasks.append(asyncio.create_task(self._sample()))
         return self
 
@@ -245,32 +251,47 @@ class ChaosFleet:
     def identities(self) -> set[str]:
         return {r.identity for r in self.replicas.values() if r.alive()}
 
-    def stderr(self, replica: Replica) -> str:
-        return (self.tmp / f"{replica.identity}.err").read_text(errors="replace")[-4000:]
+    def stderr(self, replica: Replica, *, tail: int | None = 4000) -> str:
+        """The replica's log (its last ``tail`` characters; all with ``tail=None``)."""
+        text = (self.tmp / f"{replica.identity}.err").read_text(errors="replace")
+        return text if tail is None else text[-tail:]
 
     # -- observation -----------------------------------------------------------------------------
 
+    def _key(self, lease: dict[str, Any]) -> str | None:
+        """The sample key of ``lease``: ``"<leader>"``, a fence's cluster, or ``None`` (a peer)."""
+        meta = lease.get("metadata") or {}
+        if self.leader:
+            return "<leader>" if meta.get("name") == "chaos-leader" else None
+        if (meta.get("labels") or {}).get("sharding.mcr.io/role") != "fence":
+            return None
+        return str((meta.get("annotations") or {})["sharding.mcr.io/cluster"])
+
+    def _record(self, lease: dict[str, Any]) -> None:
+        """A watch event: a sample holding every fence's latest state, stamped when it arrived."""
+        key = self._key(lease)
+        if key is None:
+            return
+        spec = lease.get("spec") or {}
+        self._latest[key] = (spec.get("holderIdentity") or "", spec.get("acquireTime") or "")
+        self.samples.append((time.monotonic(), dict(self._latest)))
+
     async def _sample(self) -> None:
         """Every 100 ms: each fence's (sharding) or the leader Lease's (``"<leader>"``) holder and
-        ``acquireTime``, with the monotonic time the answer came."""
+        ``acquireTime``, with the monotonic time the answer came. The watch (:meth:`_record`) sees
+        every write; these reads are a second witness, independent of the watch."""
         reader = self.hub_view.api_reader
         while True:
             try:
-                if self.leader:
-                    leases = [await reader.get(LEASE, "chaos-leader", namespace="default")]
-                else:
-                    leases = await reader.list(
-                        LEASE, namespace="default", label_selector={"sharding.mcr.io/role": "fence"}
-                    )
+                leases = await reader.list(LEASE, namespace="default")
             except LookupError:
                 leases = []
             sample = {}
             for lease in leases:
-                spec = lease.get("spec") or {}
-                key = (
-                    "<leader>" if self.leader else lease["metadata"]["annotations"]["sharding.mcr.io/cluster"]
-                )
-                sample[key] = (spec.get("holderIdentity") or "", spec.get("acquireTime") or "")
+                key = self._key(lease)
+                if key is not None:
+                    spec = lease.get("spec") or {}
+                    sample[key] = (spec.get("holderIdentity") or "", spec.get("acquireTime") or "")
             self.samples.append((time.monotonic(), sample))
             await asyncio.sleep(0.1)
 
@@ -297,8 +318,44 @@ class ChaosFleet:
             out += parsed
         return out
 
+    def explain(self, entry: dict[str, Any], *, before: float = 8.0, after: float = 2.0) -> str:
+        """What the record holds around ``entry`` (a reconcile): its cluster's fence acquisitions,
+        the replicas' freezes, and each replica's log lines on that cluster, from ``before`` seconds
+        before its start to ``after`` seconds after (for a failing check's message)."""
+        start, cluster = entry["s"], entry["c"]
+        lo, hi = start - before, start + after
+        short = cluster.rsplit("/", 1)[-1]
+        lines = [f"reconcile of {short} by {entry['r']} at {start:.3f}-{entry['e']:.3f}:"]
+        taken = history(self.samples).get(cluster, [])
+        lines += [f"  {at:.3f} fence taken by {who}" for at, who in taken if lo <= at <= hi]
+        for identity, spans in self.frozen().items():
+            lines += [f"  {a:.3f}-{b:.3f} {identity} frozen" for a, b in spans if b >= lo and a <= hi]
+        tag = f"[{short}]"
+        for r in [*self.retired, *self.replicas.values()]:
+            for line in self.stderr(r, tail=None).splitlines():
+                stamp = line.split(" ", 1)[0]
+                if tag in line and stamp.replace(".", "", 1).isdigit() and lo <= float(stamp) <= hi:
+                    lines.append(f"  {r.identity}: {line}")
+        return "\n".join(lines)
+
     def frozen(self) -> dict[str, list[tuple[float, float]]]:
         return {r.identity: r.frozen for r in [*self.retired, *self.replicas.values()] if r.frozen}
+
+
+class _LeaseWatch:
+    """The hub's Lease informer handler: hands each Lease state it sees to ``record``."""
+
+    def __init__(self, record: Any) -> None:
+        self.record = record
+
+    def on_add(self, obj: dict[str, Any], is_initial_list: bool) -> None:
+        self.record(obj)
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.record(new)
+
+    def on_delete(self, obj: Any) -> None:
+        return None
 
 
 def overlaps(

@@ -7,8 +7,8 @@ reaches the hub, which holds the leader Lease and runs as a process of its own, 
 proxy of its own. The leader runs a controller that needs leadership (it reconciles three clusters
 every quarter second) and a leader-only runnable (a 20 ms piece of work every 50 ms); both log
 their work on ``time.monotonic()``. A leader that loses its lease ends with status 3, as a pod
-whose manager stopped would; the test starts a new replica in its place. The test samples the
-leader Lease every 100 ms: its holder and ``acquireTime``.
+whose manager stopped would; the test starts a new replica in its place. The test watches the
+leader Lease and reads it every 100 ms: its holder and ``acquireTime``.
 """
 
 from __future__ import annotations
