@@ -4,7 +4,10 @@
 ``--json`` prints the same as JSON. ``mcr --version`` prints mcr's version. ``python -m mcr``
 is the same command. Exit status 0 on success; 1 when a plugin failed to load or
 its hook failed (reported on stderr, naming the plugin and distribution; the providers that did
-load are still listed); 2 on usage errors.
+load are still listed); 2 on usage errors, reported on one line.
+
+``mcr run APP`` runs a program's controllers in a manager configured by flags (see
+:mod:`mcr.cli_run`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 __all__ = ["main"]
 
@@ -48,15 +51,26 @@ def _providers(args: argparse.Namespace, out: TextIO, plugins: Iterable[object])
     return status
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors on one line naming what is wrong, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     from mcr import __version__
 
-    parser = argparse.ArgumentParser(prog="mcr", description="mcr: multi-cluster controllers in Python")
+    parser = _Parser(prog="mcr", description="mcr: multi-cluster controllers in Python")
     parser.add_argument("--version", action="version", version=f"mcr {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     providers = sub.add_parser("providers", help="list the installed cluster providers")
     providers.add_argument("--json", action="store_true", help="print JSON instead of a table")
     providers.set_defaults(func=_providers)
+    from mcr.cli_run import add_run_parser
+
+    add_run_parser(sub)
+    sub.metavar = "{" + ",".join(sub.choices) + "}"
     return parser
 
 
