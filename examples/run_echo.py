@@ -1,7 +1,6 @@
 """An app for `mcr run`: ConfigMaps labelled example.io/echo=true get an echo naming their cluster.
 
-mcr run examples/run_echo.py --kubeconfig ~/.kube/config
-mcr run examples/run_echo.py --dev --provider-opt ...    # see docs/run.md
+Run it on a local fleet with `mcr run examples/run_echo.py --dev`; docs/run.md has the flags.
 """
 
 import contextlib

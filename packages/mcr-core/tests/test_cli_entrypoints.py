@@ -34,7 +34,9 @@ def test_python_m_mcr_works_like_the_mcr_command() -> None:
     # usage errors behave the same too, with the same program name
     bad_script, bad_module = run(str(MCR), "nonsense"), run(sys.executable, "-m", "mcr", "nonsense")
     assert bad_script.returncode == bad_module.returncode == 2
-    assert bad_module.stderr.startswith("usage: mcr ")
+    assert bad_module.stderr.startswith("mcr: error: ")
+    assert "invalid choice: 'nonsense'" in bad_module.stderr
+    assert bad_module.stderr.count("\n") == 1  # one line naming what is wrong
     assert bad_module.stderr == bad_script.stderr
 
 

@@ -126,14 +126,14 @@ def _annotations(factory: Callable[..., Any]) -> tuple[inspect.Signature, dict[s
     target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
     sig = inspect.signature(factory)
     module = sys.modules.get(getattr(target, "__module__", "") or "")
-    scope = dict(vars(module)) if module is not None else {}
+    scope = {**vars(typing), **(vars(module) if module is not None else {})}
     hints: dict[str, Any] = {}
     for name, param in sig.parameters.items():
         ann = param.annotation
         if isinstance(ann, str):
             try:
                 # The factory's own annotation, evaluated in its module as typing.get_type_hints would.
-                ann = eval(ann, scope, dict(vars(typing)))
+                ann = eval(ann, scope)
             except Exception:  # noqa: BLE001 -- a name only imported for type checking: not settable
                 ann = None
         hints[name] = ann
