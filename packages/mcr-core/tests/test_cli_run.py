@@ -74,7 +74,9 @@ class Run:
                 self.proc.kill()
                 await self.proc.wait()
             await asyncio.wait_for(self._reader, WAIT)
-        return self.proc.returncode
+        status = self.proc.returncode
+        assert status is not None
+        return status
 
 
 @contextlib.asynccontextmanager
@@ -276,13 +278,15 @@ async def test_dev_fleet_with_the_file_provider() -> None:
         env=env,
     ) as run:
 
-        def fleet_dir() -> str | None:
+        async def fleet_dir() -> str | None:
             if run.proc.returncode is not None:
                 raise AssertionError("\n".join(run.lines[-30:]))
             up = [r for r in run.records() if r["msg"] == "dev fleet up"]
             return str(up[0]["kubeconfig_dir"]) if up else None
 
-        directory = Path(await eventually(fleet_dir, timeout=WAIT, message="the dev fleet never came up"))
+        found = await eventually(fleet_dir, timeout=WAIT, message="the dev fleet never came up")
+        assert found is not None
+        directory = Path(found)
         paths = sorted(await asyncio.to_thread(lambda: list(directory.glob("*.kubeconfig"))))
         assert len(paths) == 2
         for path in paths:

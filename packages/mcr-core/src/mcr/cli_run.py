@@ -24,10 +24,11 @@ import os
 import shlex
 import sys
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO
 
 from mcr.cli_providers import (
     ProviderSpec,
@@ -220,7 +221,9 @@ def _setup_of(module: ModuleType, target: str) -> Any:
     return setup
 
 
-async def _run(values: dict[str, Any], planned: list[_Planned], setup: Any) -> None:
+async def _run(
+    values: dict[str, Any], planned: list[_Planned], setup: Any, plugins: Iterable[object]
+) -> None:
     from mcr.rest.config import load_config_async
 
     fleet: Any = None
@@ -228,9 +231,8 @@ async def _run(values: dict[str, Any], planned: list[_Planned], setup: Any) -> N
         if values["dev"]:
             fleet = await _start_dev_fleet(values["dev_clusters"])
             if not planned:
-                planned = _plan(
-                    values, [ProviderSpec("file", "file", [("directories", str(fleet.kubeconfig_dir))])]
-                )
+                dev = ProviderSpec("file", "file", [("directories", str(fleet.kubeconfig_dir))])
+                planned = _plan(values, [dev], plugins)
         config = None
         if not values["dev"] or values["kubeconfig"] or values["context"]:
             try:
@@ -326,13 +328,13 @@ class _Planned:
     kwargs: dict[str, Any]
 
 
-def _plan(values: dict[str, Any], specs: list[ProviderSpec]) -> list[_Planned]:
+def _plan(values: dict[str, Any], specs: list[ProviderSpec], plugins: Iterable[object]) -> list[_Planned]:
     """Resolve every provider and convert its options, before anything starts."""
     if not specs:
         return []
     from mcr.plugins import load_registry, plugin_manager
 
-    reg = load_registry(plugin_manager())
+    reg = load_registry(plugin_manager(plugins=plugins))
     planned = []
     for spec in specs:
         factory = resolve(reg, spec.name)
@@ -366,8 +368,13 @@ async def _provider(planned: list[_Planned]) -> Any:
     return multi
 
 
-def run_command(args: argparse.Namespace, out: Any, plugins: Any) -> int:
-    """Run ``mcr run`` for the parsed ``args``; returns the exit status."""
+def run_command(args: argparse.Namespace, out: TextIO, plugins: Iterable[object]) -> int:
+    """Run ``mcr run`` for the parsed ``args``; returns the exit status.
+
+    ``plugins`` are provider plugins registered in addition to the installed ones; ``out`` is
+    not written to (the run logs on stderr).
+    """
+    from mcr.errors import MCRError
     from mcr.log import setup_logging
     from mcr.runner import run
 
@@ -383,17 +390,18 @@ def run_command(args: argparse.Namespace, out: Any, plugins: Any) -> int:
             print(f"mcr run: importing {args.app} failed", file=sys.stderr)
             return 1
         setup = _setup_of(module, args.app)
-        planned = _plan(values, specs)
+        planned = _plan(values, specs, plugins)
         if values["dev"] and not planned and importlib.util.find_spec("mcr_provider_file") is None:
             raise UsageError("--dev without --provider uses the file provider: pip install mcr-provider-file")
-        run(_run(values, planned, setup), loop=values["loop"])
+        run(_run(values, planned, setup, plugins), loop=values["loop"])
     except UsageError as exc:
         print(f"mcr run: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 0
-    except Exception as exc:  # a runnable or the app failed: report it, exit 1
-        log.debug("run failed", exc_info=True)
+    except Exception as exc:  # noqa: BLE001 -- a runnable or the app failed: report it, exit 1
+        if not isinstance(exc, MCRError):  # a bug, most likely in the app: show where
+            traceback.print_exc()
         print(f"mcr run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return 0
