@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import os
 import signal
@@ -222,13 +223,22 @@ async def test_two_providers_leader_election_metrics_probes_and_json_logs(
 
 @pytest.mark.slow
 async def test_environment_variables_sharding_namespaces_and_uvloop(
-    apiserver: ServerThread, fleet: Callable[..., FleetThread]
+    apiserver: ServerThread, fleet: Callable[..., FleetThread], tmp_path: Path
 ) -> None:
     pytest.importorskip("uvloop")
     (member_path,) = fleet(1).kubeconfig_paths
     probes = _free_port()
+    # The host's kubeconfig with another context made current: only MCR_CONTEXT reaches the host.
+    kubeconfig = copy.deepcopy(apiserver.kubeconfig)
+    host_context = kubeconfig["current-context"]
+    kubeconfig["clusters"].append({"name": "nowhere", "cluster": {"server": "https://127.0.0.1:9"}})
+    kubeconfig["contexts"].append({"name": "elsewhere", "context": {"cluster": "nowhere", "user": "nobody"}})
+    kubeconfig["users"].append({"name": "nobody", "user": {"token": "none"}})
+    kubeconfig["current-context"] = "elsewhere"
+    (tmp_path / "kubeconfig").write_text(json.dumps(kubeconfig))
     env = _env(
-        MCR_KUBECONFIG=str(apiserver.kubeconfig_path),
+        MCR_KUBECONFIG=str(tmp_path / "kubeconfig"),
+        MCR_CONTEXT=host_context,
         MCR_PROVIDER="file",
         MCR_PROVIDER_OPT=f"file.kubeconfigs={member_path}",
         MCR_NAMESPACE="ns-a ns-c",
@@ -242,7 +252,8 @@ async def test_environment_variables_sharding_namespaces_and_uvloop(
     async with (
         client_of(apiserver.kubeconfig) as host,
         client_of(member_path) as member,
-        mcr_run(str(EXAMPLE), "--log-format", "json", env=env) as run,
+        mcr_run("examples.run_echo", "--log-format", "json", env=env) as run,  # the module form
+        aiohttp.ClientSession() as http,
     ):
         for ns in ("ns-a", "ns-b"):
             await _namespace(member, ns)
@@ -255,6 +266,8 @@ async def test_environment_variables_sharding_namespaces_and_uvloop(
         # The replica's peer Lease and the fence of the cluster it runs (held before it engages).
         names = sorted(item["metadata"]["name"] for item in leases)
         assert [n.split("-")[1] for n in names if n.startswith("mcr-")] == ["peer", "shard"], names
+        async with http.get(f"http://127.0.0.1:{probes}/healthz") as resp:
+            assert resp.status == 200
         assert await run.stop() == 0, "\n".join(run.lines[-30:])
     running = next(r for r in run.records() if r["msg"] == "running")
     assert running["loop"].startswith("uvloop")
