@@ -68,8 +68,11 @@ def test_unknown_provider_lists_available_ones() -> None:
     assert isinstance(info.value, LookupError)
     message = str(info.value)
     assert "'kindd'" in message
+    assert "pip" not in message  # never an install command for a name that may be a typo
     for name in BUILTINS:
         assert name in message
+    with pytest.raises(UnknownProviderError, match=r"did you mean 'nop'\?"):
+        mcr.providers.create("nopp")
 
 
 def test_plugin_registrations_record_their_plugin_and_description() -> None:

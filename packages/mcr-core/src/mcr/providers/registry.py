@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,10 @@ ProviderFactory = Callable[..., Any]
 
 
 class UnknownProviderError(MCRError, LookupError):
-    """No installed plugin registers a provider of that name; the message lists the ones that exist."""
+    """No installed plugin registers a provider of that name.
+
+    The message suggests the closest installed name and lists the ones that exist.
+    """
 
     def __init__(self, name: str, available: list[str], load_errors: list[str] | None = None) -> None:
         self.name = name
@@ -22,10 +26,11 @@ class UnknownProviderError(MCRError, LookupError):
         self.load_errors = list(load_errors or [])
         listed = ", ".join(available) if available else "none"
         broken = "".join(f"; {e}" for e in self.load_errors)
-        super().__init__(
-            f"no provider named {name!r} is installed (available: {listed}); "
-            f"install its distribution, e.g. `pip install mcr-provider-{name}`{broken}"
-        )
+        # The closest installed name, never an install command for the name as typed: a typo
+        # would send the reader to a package anyone could have registered under that name.
+        close = difflib.get_close_matches(name, available, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        super().__init__(f"no provider named {name!r} is installed{hint} (available: {listed}){broken}")
 
 
 @dataclass(frozen=True)
