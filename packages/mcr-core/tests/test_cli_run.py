@@ -365,6 +365,9 @@ BAD_INPUT = [
     (["--log-format", "xml"], "argument --log-format: invalid choice: 'xml'"),
     (["--leader-elect", "--kubeconfig", "{kubeconfig}"], "--leader-elect needs --leader-election-id"),
     (["--kubeconfig", "/nonexistent/kubeconfig"], "/nonexistent/kubeconfig"),
+    (["--shard", "--shard-lease-duration", "-1"], "--shard-lease-duration must be a positive number"),
+    (["--dev", "--leader-elect", "--leader-election-id", "x"], "need a local cluster: pass --kubeconfig"),
+    (["--dev-clusters", "0"], "--dev-clusters must be at least 1"),
 ]
 
 

@@ -186,6 +186,11 @@ def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[ProviderSp
         items += [("opt", o) for o in shlex.split(os.environ.get("MCR_PROVIDER_OPT", ""))]
     if values["loop"] == "uvloop" and importlib.util.find_spec("uvloop") is None:
         raise UsageError("--loop uvloop needs uvloop, which is not installed: pip install 'mcr-core[uvloop]'")
+    if values["leader_elect"] and not values["leader_election_id"]:
+        raise UsageError("--leader-elect needs --leader-election-id (the name of the Lease)")
+    local = not values["dev"] or values["kubeconfig"] or values["context"]
+    if not local and (values["leader_elect"] or values["shard"]):
+        raise UsageError("--leader-elect and --shard need a local cluster: pass --kubeconfig with --dev")
     if values["dev_clusters"] < 1:
         raise UsageError(f"--dev-clusters must be at least 1, not {values['dev_clusters']}")
     return values, parse_specs(items)
@@ -226,6 +231,7 @@ async def _run(
 ) -> None:
     from mcr.rest.config import load_config_async
 
+    coordinator = _coordinator(values)  # its timings are checked before anything starts
     fleet: Any = None
     try:
         if values["dev"]:
@@ -239,7 +245,7 @@ async def _run(
                 config = await load_config_async(values["kubeconfig"], context=values["context"])
             except Exception as exc:  # noqa: BLE001 -- a bad kubeconfig or context: bad input
                 raise UsageError(str(exc)) from None
-        mgr = _manager(values, config, await _provider(planned))
+        mgr = _manager(values, config, await _provider(planned), coordinator)
         result = setup(mgr)
         if inspect.isawaitable(result):
             await result
@@ -279,28 +285,30 @@ def _cache_options(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _manager(values: dict[str, Any], config: Any, provider: Any) -> Any:
+def _coordinator(values: dict[str, Any]) -> Any:
+    if not values["shard"]:
+        return None
+    from mcr.sharding import ShardedCoordinator
+
+    try:
+        return ShardedCoordinator(
+            namespace=values["shard_namespace"],
+            weight=values["shard_weight"],
+            lease_duration=values["shard_lease_duration"],
+            renew_deadline=values["shard_renew_deadline"],
+            renew_period=values["shard_renew_period"],
+            retry_period=values["shard_retry_period"],
+        )
+    except ValueError as exc:
+        message = str(exc)  # in the flags' names
+        for option in ("lease_duration", "renew_deadline", "renew_period", "retry_period", "weight"):
+            message = message.replace(option, f"--shard-{option.replace('_', '-')}")
+        raise UsageError(message) from None
+
+
+def _manager(values: dict[str, Any], config: Any, provider: Any, coordinator: Any) -> Any:
     from mcr.manager import Manager
 
-    coordinator = None
-    if values["shard"]:
-        from mcr.sharding import ShardedCoordinator
-
-        try:
-            coordinator = ShardedCoordinator(
-                namespace=values["shard_namespace"],
-                weight=values["shard_weight"],
-                lease_duration=values["shard_lease_duration"],
-                renew_deadline=values["shard_renew_deadline"],
-                renew_period=values["shard_renew_period"],
-                retry_period=values["shard_retry_period"],
-            )
-        except ValueError as exc:
-            raise UsageError(f"--shard: {exc}") from None
-    if config is None and (values["leader_elect"] or values["shard"]):
-        raise UsageError("--leader-elect and --shard need a local cluster: pass --kubeconfig with --dev")
-    if values["leader_elect"] and not values["leader_election_id"]:
-        raise UsageError("--leader-elect needs --leader-election-id (the name of the Lease)")
     try:
         return Manager(
             config,
