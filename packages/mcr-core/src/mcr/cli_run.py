@@ -54,7 +54,7 @@ class _ProviderItem(argparse.Action):
         self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, opt: str | None = None
     ) -> None:
         items = list(getattr(ns, "provider_items", None) or [])
-        items.append(("provider" if opt == "--provider" else "opt", str(value)))
+        items.append(("provider" if self.dest == "provider" else "opt", str(value)))
         ns.provider_items = items
 
 
@@ -128,16 +128,23 @@ def add_run_parser(sub: Any) -> None:
         "--provider",
         action=_ProviderItem,
         metavar="[MEMBER=]NAME",
-        help="an installed provider (repeatable; two or more are composed, clusters named MEMBER#cluster)",
+        help="an installed provider (repeatable; two or more are composed, clusters named MEMBER#cluster)"
+        " [$MCR_PROVIDER]",
     )
     run.add_argument(
         "--provider-opt",
         action=_ProviderItem,
         metavar="KEY=VALUE",
-        help="a parameter of the provider named just before (repeatable)",
+        help="a parameter of the provider named just before, or MEMBER.KEY=VALUE (repeatable)"
+        " [$MCR_PROVIDER_OPT]",
     )
     for flag in FLAGS:
-        kwargs: dict[str, Any] = {"dest": flag.dest, "default": None, "help": flag.help}
+        shown = "" if flag.default in (None, [], False) else f"; default {flag.default}"
+        kwargs: dict[str, Any] = {
+            "dest": flag.dest,
+            "default": None,
+            "help": f"{flag.help} [${flag.env}{shown}]",
+        }
         if flag.kind == "bool":
             kwargs["action"] = "store_const"
             kwargs["const"] = True
