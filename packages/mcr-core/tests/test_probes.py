@@ -12,7 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from mcr.manager import Manager
 from mcr.manager.probes import parse_bind_address
 from mcr.metrics import CLUSTER_ENGAGE_TOTAL, REGISTRY
+from mcr.providers import ClustersProvider
+from mcr.rest.config import load_config
 from mcr.testing import eventually
+from mcr_envtest import ServerThread
 
 
 def test_bind_addresses() -> None:
@@ -104,3 +107,54 @@ async def test_metrics_endpoint_serves_the_mcr_registry(running: tuple[Manager, 
     assert not any(name.endswith("_created") for name, _ in samples)
     states = {s.labels["state"] for s in families["mcr_engaged_clusters"].samples}
     assert states == {"pending", "synced", "failed", "error"}
+
+
+async def test_readyz_waits_for_the_manager_to_start(apiserver: ServerThread) -> None:
+    mgr = Manager(load_config(apiserver.kubeconfig), metrics_bind_address="0")
+    assert await mgr.readyz.run("caches-synced") == "RuntimeError: the manager has not started"
+
+
+@pytest.mark.envtest_only("keeps the ConfigMap list failing with faults.fail_next until the test clears it")
+async def test_readyz_fails_until_the_caches_have_synced(apiserver: ServerThread) -> None:
+    provider = ClustersProvider()
+    mgr = Manager(
+        load_config(apiserver.kubeconfig),
+        provider=provider,
+        metrics_bind_address="0",
+        health_probe_bind_address="127.0.0.1:0",
+    )
+    apiserver.faults.fail_next(1_000_000, status=500, methods=("GET",), path_contains="/configmaps")
+    task = asyncio.create_task(mgr.start(handle_signals=False))
+    try:
+        await eventually(lambda: mgr.health_probe_url, timeout=10)
+        cluster = mgr.local_cluster
+        assert cluster is not None
+        await cluster.cache.get_informer("v1/ConfigMap")
+        async with aiohttp.ClientSession() as http:
+
+            async def readyz() -> tuple[int, str]:
+                async with http.get(f"{mgr.health_probe_url}/readyz?verbose") as resp:
+                    return resp.status, await resp.text()
+
+            status, body = await readyz()
+            assert status == 500, body
+            assert (
+                "[-]caches-synced failed: RuntimeError: caches not synced: v1/ConfigMap in cluster ''" in body
+            )
+            assert "[+]provider-started ok" in body
+            apiserver.faults.clear()
+
+            async def ready() -> bool:
+                return (await readyz())[0] == 200
+
+            await eventually(
+                ready, timeout=30, message="/readyz answers 200 once the ConfigMap list went through"
+            )
+            status, body = await readyz()
+            assert "[+]caches-synced ok" in body
+            assert "[+]provider-started ok" in body
+            informer = await cluster.cache.get_informer("v1/ConfigMap")
+            assert informer.has_synced
+    finally:
+        mgr.stop()
+        await asyncio.wait_for(task, 20)

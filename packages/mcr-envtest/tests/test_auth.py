@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -362,3 +363,66 @@ def test_reviews_and_tokens_parse_in_the_official_client(apiserver: ServerThread
     status, body = raw_request(apiserver, "POST", review_path, {}, token=issued["status"]["token"])
     assert status == 201
     assert body["status"]["userInfo"]["username"] == "system:serviceaccount:default:robot"
+
+
+def test_token_review_and_subject_access_review_delegate_as_the_server_decides(
+    apiserver: ServerThread,
+) -> None:
+    from .test_openapi import raw_request
+
+    apiserver.add_user("dora", token="dora-token")
+    sa = f"rev-{uuid.uuid4().hex[:8]}"  # unique: a real control plane is reused between tests
+    status, _ = raw_request(
+        apiserver, "POST", "/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": sa}}
+    )
+    assert status == 201
+    status, out = raw_request(
+        apiserver, "POST", f"/api/v1/namespaces/default/serviceaccounts/{sa}/token", {"spec": {}}
+    )
+    assert status == 201
+    sa_token = out["status"]["token"]
+
+    def token_review(token: str) -> dict[str, Any]:
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        status, out = raw_request(apiserver, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", body)
+        assert status == 201, out
+        assert out["kind"] == "TokenReview"
+        review_status = out["status"]
+        assert isinstance(review_status, dict)
+        return review_status
+
+    review = token_review(sa_token)
+    assert review["authenticated"] is True
+    assert review["user"]["username"] == f"system:serviceaccount:default:{sa}"
+    assert "system:serviceaccounts:default" in review["user"]["groups"]
+    assert "system:authenticated" in review["user"]["groups"]
+    assert review["audiences"]
+    review = token_review("not-a-token")
+    assert not review.get("authenticated")
+    assert review.get("error")
+
+    def access_review(spec: dict[str, Any], token: str | None = None) -> tuple[int, dict[str, Any]]:
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        return raw_request(
+            apiserver, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body, token=token
+        )
+
+    metrics = {"nonResourceAttributes": {"path": "/metrics", "verb": "get"}}
+    status, out = access_review({"user": f"system:serviceaccount:default:{sa}", **metrics})
+    assert status == 201
+    assert out["status"]["allowed"] is False
+    status, out = access_review({"user": "someone", "groups": ["system:masters"], **metrics})
+    assert out["status"]["allowed"] is True
+    status, out = access_review(
+        {
+            "user": "dora",
+            "resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": "default"},
+        }
+    )
+    assert out["status"]["allowed"] is False
+    status, out = access_review(metrics)
+    assert status == 422
+    assert out["reason"] == "Invalid"
+    # Creating reviews for others is itself authorized: an unprivileged user is forbidden.
+    status, out = access_review({"user": "dora", **metrics}, token="dora-token")
+    assert status == 403

@@ -128,6 +128,10 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "regarding": {"kind": "Pod", "namespace": "default", "name": "p"},
     },
     ("authentication.k8s.io", "selfsubjectreviews"): {},
+    ("authentication.k8s.io", "tokenreviews"): {"spec": {"token": "not-a-token"}},
+    ("authorization.k8s.io", "subjectaccessreviews"): {
+        "spec": {"user": "alice", "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}
+    },
     ("authorization.k8s.io", "selfsubjectaccessreviews"): {
         "spec": {"resourceAttributes": {"namespace": "default", "verb": "get", "resource": "pods"}}
     },

@@ -159,7 +159,9 @@ BUILTINS: tuple[ResourceInfo, ...] = (
     _b("apps", "v1", "StatefulSet", "statefulsets", short=("sts",), categories=ALL, sub=("status", "scale")),
     _b("apps", "v1", "DaemonSet", "daemonsets", short=("ds",), categories=ALL, sub=STATUS),
     _b("events.k8s.io", "v1", "Event", "events", short=("ev",), model="EventsV1Event"),
+    _review("authentication.k8s.io", "TokenReview", "tokenreviews"),
     _review("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews"),
+    _review("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews"),
     _review("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews"),
     _review("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews"),
     _b(

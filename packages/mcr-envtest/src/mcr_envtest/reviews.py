@@ -1,6 +1,7 @@
 """Answers of the review and token endpoints: SelfSubjectAccessReview (``kubectl auth can-i``),
 SelfSubjectRulesReview (``kubectl auth can-i --list``), SelfSubjectReview (``kubectl auth
-whoami``) and TokenRequest (``kubectl create token``)."""
+whoami``), TokenRequest (``kubectl create token``), and the delegated TokenReview and
+SubjectAccessReview that servers use to authenticate and authorize their own callers."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ import datetime as dt
 from typing import Any
 
 from . import errors
-from .auth import Authenticator, Authorizer, RequestAttributes, UserInfo
+from .auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
 
-__all__ = ["self_subject_access_review", "self_subject_review", "self_subject_rules_review", "token_request"]
+__all__ = [
+    "self_subject_access_review",
+    "self_subject_review",
+    "self_subject_rules_review",
+    "subject_access_review",
+    "token_request",
+    "token_review",
+]
 
 
 def _now() -> str:
@@ -27,51 +35,7 @@ async def self_subject_access_review(
     """
     spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
     assert isinstance(spec, dict)
-    res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-    if (res is None) == (non is None):
-        raise errors.StatusError(
-            422,
-            "Invalid",
-            'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
-            'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes '
-            "must be specified",
-            details={
-                "group": "authorization.k8s.io",
-                "kind": "SelfSubjectAccessReview",
-                "causes": [
-                    {
-                        "reason": "FieldValueInvalid",
-                        "type": "FieldValueInvalid",
-                        "message": 'Invalid value: "null": exactly one of nonResourceAttributes or '
-                        "resourceAttributes must be specified",
-                        "field": "spec.resourceAttributes",
-                    }
-                ],
-            },
-        )
-    if isinstance(res, dict):
-        attrs = RequestAttributes(
-            verb=str(res.get("verb", "")),
-            group=str(res.get("group", "")),
-            resource=str(res.get("resource", "")),
-            subresource=str(res.get("subresource", "")),
-            namespace=str(res.get("namespace", "")),
-            name=str(res.get("name", "")),
-            path="",
-            resource_request=True,
-        )
-    else:
-        assert isinstance(non, dict)
-        attrs = RequestAttributes(
-            verb=str(non.get("verb", "")),
-            group="",
-            resource="",
-            subresource="",
-            namespace="",
-            name="",
-            path=str(non.get("path", "")),
-            resource_request=False,
-        )
+    attrs = _attributes(spec, "SelfSubjectAccessReview")
     allowed, reason = authorizer.authorize(user, attrs)
     status: dict[str, Any] = {"allowed": allowed}
     if reason:
@@ -171,4 +135,139 @@ def token_request(
         "metadata": {"name": sa_name, "namespace": namespace, "creationTimestamp": _now()},
         "spec": spec,
         "status": {"token": token, "expirationTimestamp": expires},
+    }
+
+
+def _attributes(spec: dict[str, Any], kind: str) -> RequestAttributes:
+    res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if (res is None) == (non is None):
+        raise errors.StatusError(
+            422,
+            "Invalid",
+            f'{kind}.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
+            'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes '
+            "must be specified",
+            details={
+                "group": "authorization.k8s.io",
+                "kind": kind,
+                "causes": [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "type": "FieldValueInvalid",
+                        "message": 'Invalid value: "null": exactly one of nonResourceAttributes or '
+                        "resourceAttributes must be specified",
+                        "field": "spec.resourceAttributes",
+                    }
+                ],
+            },
+        )
+    if isinstance(res, dict):
+        return RequestAttributes(
+            verb=str(res.get("verb", "")),
+            group=str(res.get("group", "")),
+            resource=str(res.get("resource", "")),
+            subresource=str(res.get("subresource", "")),
+            namespace=str(res.get("namespace", "")),
+            name=str(res.get("name", "")),
+            path="",
+            resource_request=True,
+        )
+    assert isinstance(non, dict)
+    return RequestAttributes(
+        verb=str(non.get("verb", "")),
+        group="",
+        resource="",
+        subresource="",
+        namespace="",
+        name="",
+        path=str(non.get("path", "")),
+        resource_request=False,
+    )
+
+
+def token_review(authenticator: Authenticator, body: dict[str, Any]) -> dict[str, Any]:
+    """Answer a TokenReview: who ``spec.token`` stands for, as the server authenticates it.
+
+    ``spec.audiences`` (default: the server's issuer) must include the server's issuer for the
+    token to authenticate. An invalid token is not an error: the answer says ``authenticated:
+    false`` with the reason in ``status.error``.
+    """
+    spec = dict((body or {}).get("spec") or {})
+    token = str(spec.get("token") or "")
+    wanted = [str(a) for a in spec.get("audiences") or []]
+    status: dict[str, Any] = {"user": {}}
+    try:
+        if not token:
+            raise Unauthenticated("token is empty")
+        if wanted and authenticator.issuer not in wanted:
+            raise Unauthenticated("token audiences are invalid for the target audiences")
+        user = authenticator.user_for_token(token)
+    except Unauthenticated as exc:
+        status["error"] = f"[invalid bearer token, {exc}]"
+    else:
+        info: dict[str, Any] = {"username": user.name, "groups": list(user.groups)}
+        if user.uid:
+            info["uid"] = user.uid
+        if user.extra:
+            info["extra"] = {k: list(v) for k, v in user.extra}
+        status = {"authenticated": True, "user": info, "audiences": wanted or [authenticator.issuer]}
+    md = dict((body or {}).get("metadata") or {})
+    md["creationTimestamp"] = _now()
+    return {
+        "kind": "TokenReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": md,
+        "spec": spec,
+        "status": status,
+    }
+
+
+async def subject_access_review(authorizer: Authorizer, body: dict[str, Any]) -> dict[str, Any]:
+    """Answer a SubjectAccessReview: may ``spec.user`` (with ``spec.groups``) do what is asked?
+
+    Raises :class:`errors.StatusError` 422 when neither ``spec.user`` nor ``spec.groups`` is
+    given, or unless exactly one of the resource and non-resource attributes is.
+    """
+    spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    name, groups = str(spec.get("user") or ""), [str(g) for g in spec.get("groups") or []]
+    if not name and not groups:
+        raise errors.StatusError(
+            422,
+            "Invalid",
+            'SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": '
+            "at least one of user or group must be specified",
+            details={
+                "group": "authorization.k8s.io",
+                "kind": "SubjectAccessReview",
+                "causes": [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "message": 'Invalid value: "": at least one of user or group must be specified',
+                        "field": "spec.user",
+                    }
+                ],
+            },
+        )
+    attrs = _attributes(spec, "SubjectAccessReview")
+    extra = spec.get("extra") if isinstance(spec.get("extra"), dict) else {}
+    assert isinstance(extra, dict)
+    user = UserInfo(
+        name,
+        tuple(groups),
+        str(spec.get("uid") or ""),
+        tuple((str(k), tuple(str(v) for v in vs or [])) for k, vs in extra.items()),
+    )
+    allowed, reason = authorizer.authorize(user, attrs)
+    status: dict[str, Any] = {"allowed": allowed}
+    if reason:
+        status["reason"] = reason
+    md = dict(body.get("metadata") or {})
+    md["creationTimestamp"] = _now()
+    return {
+        "kind": "SubjectAccessReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": md,
+        "spec": spec,
+        "status": status,
     }

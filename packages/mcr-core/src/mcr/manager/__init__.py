@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mcr.manager.authfilter import FilterProvider, RequestFilter, with_authentication_and_authorization
+from mcr.manager.certwatcher import CertWatcher
 from mcr.manager.coordinator import BasicCoordinator, Coordinator
 from mcr.manager.engagements import ClusterInfo, ClusterState
 from mcr.manager.errors import ShutdownAbortedError, ShutdownTimeoutError
@@ -12,18 +14,22 @@ from mcr.manager.scoped import FieldIndexer, ScopedManager
 
 __all__ = [
     "BasicCoordinator",
+    "CertWatcher",
     "ClusterInfo",
     "ClusterState",
     "Coordinator",
     "FieldIndexer",
+    "FilterProvider",
     "LeaderElectionLostError",
     "LeaderElector",
     "Manager",
+    "RequestFilter",
     "Runnable",
     "RunnableFunc",
     "ScopedManager",
     "ShutdownAbortedError",
     "ShutdownTimeoutError",
+    "with_authentication_and_authorization",
 ]
 
 for _name in __all__:

@@ -27,6 +27,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mcr.errors import ClusterNotFoundError
+from mcr.manager.authfilter import FilterProvider
 from mcr.manager.coordinator import BasicCoordinator, Coordinator, Tenure
 from mcr.manager.engagements import ClusterInfo, ClusterState, Engagements
 from mcr.manager.errors import ShutdownAbortedError, ShutdownTimeoutError
@@ -37,6 +38,7 @@ from mcr.manager.leaderelection import (
     validate_options,
 )
 from mcr.manager.probes import Check
+from mcr.manager.readiness import caches_synced, provider_started
 from mcr.manager.runnables import (
     RunnableFunc,
     RunnableGroup,
@@ -46,7 +48,7 @@ from mcr.manager.runnables import (
 )
 from mcr.manager.scoped import FieldIndexer, ScopedManager
 from mcr.manager.series import DEFAULT_RETENTION, DepartedSeries
-from mcr.manager.serving import Endpoints
+from mcr.manager.serving import Endpoints, MetricsServing
 from mcr.manager.signals import handle_shutdown_signals, in_main_thread
 from mcr.metrics import ENGAGED_CLUSTERS
 from mcr.multicluster import LOCAL_CLUSTER
@@ -82,6 +84,11 @@ class Manager:
     and ``/readyz``. ``metrics_cluster_retention``: seconds (600) the metric series of a
     disengaged cluster stay before they are removed (a name engaged again meanwhile keeps them);
     ``None`` keeps every cluster's series for the life of the process.
+    ``metrics_secure_serving`` serves ``/metrics`` over HTTPS with ``metrics_cert_dir`` /
+    ``metrics_cert_name`` (``tls.crt``) and ``metrics_key_name`` (``tls.key``), reloaded when
+    those files change; ``metrics_filter_provider`` guards it, e.g.
+    :func:`~mcr.manager.with_authentication_and_authorization` (needs a config).
+    ``/readyz`` always has the checks ``caches-synced`` and, with a provider, ``provider-started``.
     ``graceful_shutdown_timeout``: seconds (30); ``0`` stops without waiting for in-flight work, a
     negative value waits for ever.
 
@@ -110,6 +117,11 @@ class Manager:
         cluster_options: dict[str, Any] | None = None,
         identity: str | None = None,
         metrics_cluster_retention: float | None = DEFAULT_RETENTION,
+        metrics_secure_serving: bool = False,
+        metrics_cert_dir: str | None = None,
+        metrics_cert_name: str = "tls.crt",
+        metrics_key_name: str = "tls.key",
+        metrics_filter_provider: FilterProvider | None = None,
     ) -> None:
         self._config = config
         self._provider = provider
@@ -120,8 +132,19 @@ class Manager:
         if callable(bind):
             bind(self)
         self.graceful_shutdown_timeout = graceful_shutdown_timeout
+        serving = MetricsServing(
+            metrics_secure_serving,
+            metrics_cert_dir,
+            metrics_cert_name,
+            metrics_key_name,
+            metrics_filter_provider,
+        )
         self._endpoints = Endpoints(
-            metrics_bind_address, health_probe_bind_address, before_scrape=self.refresh_engagement_metrics
+            metrics_bind_address,
+            health_probe_bind_address,
+            before_scrape=self.refresh_engagement_metrics,
+            serving=serving,
+            config=config,
         )
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.leader_election = leader_election
@@ -152,6 +175,9 @@ class Manager:
         self.healthz = self._endpoints.healthz
         self.readyz = self._endpoints.readyz
         # A provider that can tell whether all of it runs (a multi provider's failed members).
+        self.readyz.add("caches-synced", caches_synced(lambda: self._started, self._synced_clusters))
+        if provider is not None:
+            self.readyz.add("provider-started", provider_started(lambda: self._providers.started))
         provider_check = getattr(provider, "check_ready", None)
         if callable(provider_check):
             self.readyz.add("provider", provider_check)
@@ -395,6 +421,11 @@ class Manager:
             raise asyncio.CancelledError
         if self._error is not None:
             raise self._error
+
+    def _synced_clusters(self) -> list[tuple[str, Cluster]]:
+        local = [(LOCAL_CLUSTER, self._local)] if self._local is not None else []
+        names = (n for n in self._engagements.names() if n != LOCAL_CLUSTER)
+        return local + [(n, c) for n in names if (c := self._engagements.get(n)) is not None]
 
     def _awaiting_leadership(self) -> bool:
         """Whether aware runnables wait for this replica to be elected."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -106,10 +107,22 @@ def health_app(healthz: ProbeSet, readyz: ProbeSet) -> web.Application:
     return app
 
 
-def metrics_app(registry: Collector, *, before: Callable[[], None] | None = None) -> web.Application:
-    """``/metrics`` serving ``registry``; ``before`` runs in the event loop ahead of each scrape."""
+def metrics_app(
+    registry: Collector,
+    *,
+    before: Callable[[], None] | None = None,
+    guard: Callable[[web.Request], Awaitable[web.StreamResponse | None]] | None = None,
+) -> web.Application:
+    """``/metrics`` serving ``registry``; ``before`` runs in the event loop ahead of each scrape.
 
-    async def metrics(request: web.Request) -> web.Response:
+    ``guard`` sees each request first: a response it returns is sent instead of the metrics.
+    """
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        if guard is not None:
+            denied = await guard(request)
+            if denied is not None:
+                return denied
         if before is not None:
             before()
         # Collection takes locks and formats every series: keep it off the event loop.
@@ -125,19 +138,29 @@ def metrics_app(registry: Collector, *, before: Callable[[], None] | None = None
 
 
 class HTTPServer:
-    """An aiohttp application bound to one address; ``url`` is set once listening."""
+    """An aiohttp application bound to one address (over TLS with ``ssl_context``); ``url`` is set
+    once listening."""
 
-    def __init__(self, name: str, app: web.Application, host: str, port: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        app: web.Application,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.name = name
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         self._host = host
         self._port = port
+        self._ssl = ssl_context
         self.url: str | None = None
 
     async def start(self) -> None:
         """Bind and listen; raises ``OSError`` naming the address if it is in use."""
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
         try:
             await site.start()
         except OSError as exc:
@@ -148,7 +171,7 @@ class HTTPServer:
         sockets = self._runner.addresses
         host, port = sockets[0][0], sockets[0][1]
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        self.url = f"http://{shown}:{port}"
+        self.url = f"{'https' if self._ssl is not None else 'http'}://{shown}:{port}"
         log.info("%s server listening", self.name, extra={"url": self.url})
 
     async def stop(self) -> None:

@@ -40,7 +40,15 @@ SMP = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
 APPLY_CBOR = "application/apply-patch+cbor"
 BODY_TYPES = ["application/json", "application/yaml"]
-REVIEWS = frozenset({"selfsubjectaccessreviews", "selfsubjectreviews", "selfsubjectrulesreviews"})
+REVIEWS = frozenset(
+    {
+        "selfsubjectaccessreviews",
+        "selfsubjectreviews",
+        "selfsubjectrulesreviews",
+        "subjectaccessreviews",
+        "tokenreviews",
+    }
+)
 
 
 def content_type(ctx: Ctx) -> str:

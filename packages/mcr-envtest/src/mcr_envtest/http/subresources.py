@@ -192,6 +192,10 @@ async def review(api: Backend, ctx: Ctx) -> web.StreamResponse:
         out = reviews.self_subject_review(ctx.user, body)
     elif ctx.info.plural == "selfsubjectrulesreviews":
         out = await reviews.self_subject_rules_review(api.authorizer, ctx.user, body)
+    elif ctx.info.plural == "tokenreviews":
+        out = reviews.token_review(api.authenticator, body)
+    elif ctx.info.plural == "subjectaccessreviews":
+        out = await reviews.subject_access_review(api.authorizer, body)
     else:
         out = await reviews.self_subject_access_review(api.authorizer, ctx.user, body)
     return json_response(out, 201)
