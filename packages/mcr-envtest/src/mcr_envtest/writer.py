@@ -348,6 +348,37 @@ class Writer:
             self.registry.add_crd(new)
         return new
 
+    def commit_prepared(self, info: ResourceInfo, obj: dict[str, Any], *, created: bool) -> dict[str, Any]:
+        """Store ``obj`` as returned by :meth:`create` or :meth:`update` with ``dry_run=True``
+        (admission webhooks ran in between); returns the stored object.
+
+        Raises AlreadyExists (a create) or Conflict (an update) when another write to the same
+        object happened meanwhile, NotFound when an updated object is gone.
+        """
+        meta = obj["metadata"]
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        current = self.store.get(info.group, info.plural, namespace, name)
+        if created:
+            if current is not None:
+                raise errors.already_exists(info, name)
+            self.check_namespace(info, namespace)
+        else:
+            if current is None:
+                raise errors.not_found(info, name)
+            if current is obj:  # a no-op update
+                return obj
+            if (current["metadata"]).get("resourceVersion") != meta.get("resourceVersion"):
+                raise errors.conflict(info, name, errors.STALE)
+            if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+                self._remove(info, namespace, name)
+                return obj
+        self.store.commit(info.group, info.plural, obj)
+        if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self.registry.add_crd(obj)
+        if created and info.group_resource == NS:
+            self._ensure_default_sa(name)
+        return obj
+
     # ------------------------------------------------------------------ delete
     def delete(
         self,

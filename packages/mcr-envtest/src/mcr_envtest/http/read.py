@@ -19,6 +19,7 @@ from mcr_envtest.selectors import Selector, parse_field_selector, parse_label_se
 from mcr_envtest.store import ListSnapshot, decode_continue, encode_continue
 
 from .context import Backend, Ctx, json_response, protobuf_response
+from .conversion import to_version
 from .render import convert, include_object, needs_convert, partial_metadata, render_object
 
 __all__ = ["handle", "parse_rv", "request_selector"]
@@ -75,7 +76,8 @@ async def _get(api: Backend, ctx: Ctx) -> web.StreamResponse:
     obj = api.store.get(info.group, info.plural, ctx.namespace, ctx.name)
     if obj is None:
         raise errors.not_found(info, ctx.name)
-    return render_object(ctx, obj, raw=raw)
+    (served,) = await to_version(api, info, [obj], info.api_version)
+    return render_object(ctx, served, raw=raw if served is obj else None)
 
 
 def request_selector(ctx: Ctx) -> Selector:
@@ -226,6 +228,10 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
     total = len(snap.entries)
     end = min(total, start_i + limit) if limit else total
     matched = snap.entries[start_i:end]
+    objs = [o for o, _ in matched]
+    served = await to_version(api, info, objs, info.api_version)
+    if served is not objs:  # converted by the CRD's conversion webhook
+        matched = [(o, None) for o in served]
     next_token: str | None = None
     remaining = total - end
     if remaining > 0:

@@ -18,6 +18,7 @@ from mcr_envtest.selectors import parse_field_selector, parse_label_selector
 from mcr_envtest.write_rules import deep_copy, now_rfc3339
 
 from . import subresources
+from .admit import admit_delete, admit_write
 from .body import (
     APPLY,
     JSON_PATCH,
@@ -37,6 +38,7 @@ from .body import (
     warn,
 )
 from .context import Backend, Ctx, json_response
+from .conversion import to_version, webhook_converts
 from .render import render_object
 
 __all__ = ["handle"]
@@ -119,26 +121,37 @@ async def _create(api: Backend, ctx: Ctx) -> web.StreamResponse:
     _reject_force(ctx)
     dry = dry_run(ctx)
     warnings = field_validation(ctx, ctx.info, body)
-    obj = api.writer.create(
-        storage_info(api, ctx.info), body, ctx.namespace, dry_run=dry, manager=field_manager(ctx)
+    info = storage_info(api, ctx.info)
+    manager = field_manager(ctx)
+    obj, admitted = await admit_write(
+        api,
+        ctx,
+        info,
+        body,
+        None,
+        dry,
+        lambda b, d: api.writer.create(info, b, ctx.namespace, dry_run=d, manager=manager),
     )
-    return warn(render_object(ctx, obj, 201), warnings + _rule_warnings(ctx.info, obj))
+    return warn(render_object(ctx, obj, 201), warnings + admitted + _rule_warnings(ctx.info, obj))
 
 
 async def _update(api: Backend, ctx: Ctx) -> web.StreamResponse:
     body = await object_body(ctx)
     dry = dry_run(ctx)
     warnings = field_validation(ctx, ctx.info, body)
-    obj = api.writer.update(
-        storage_info(api, ctx.info),
-        body,
-        ctx.namespace,
-        ctx.name,
-        subresource=ctx.subresource or None,
-        dry_run=dry,
-        manager=field_manager(ctx),
-    )
-    return warn(render_object(ctx, obj), warnings + _rule_warnings(ctx.info, obj))
+    info = storage_info(api, ctx.info)
+    manager = field_manager(ctx)
+
+    def write(b: dict[str, Any], d: bool) -> dict[str, Any]:
+        return api.writer.update(
+            info, b, ctx.namespace, ctx.name, subresource=ctx.subresource or None, dry_run=d, manager=manager
+        )
+
+    old = api.store.get(info.group, info.plural, ctx.namespace, ctx.name)
+    if old is None:  # the writer answers 404
+        return render_object(ctx, write(body, dry))
+    obj, admitted = await admit_write(api, ctx, info, body, old, dry, write)
+    return warn(render_object(ctx, obj), warnings + admitted + _rule_warnings(ctx.info, obj))
 
 
 async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
@@ -159,9 +172,13 @@ async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
     _reject_force(ctx)
     if current is None:
         raise errors.not_found(info, ctx.name)
-    base = deep_copy(current)
-    if ctx.info.api_version != info.api_version:
-        base["apiVersion"] = ctx.info.api_version
+    converting = ctx.info.api_version != info.api_version and webhook_converts(api, info)
+    if converting:  # the patch applies to the object at the request's version
+        (base,) = await to_version(api, info, [deep_copy(current)], ctx.info.api_version)
+    else:
+        base = deep_copy(current)
+        if ctx.info.api_version != info.api_version:
+            base["apiVersion"] = ctx.info.api_version
     try:
         if ctype == JSON_PATCH:
             if not isinstance(patch, list):
@@ -193,20 +210,25 @@ async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
         raise errors.bad_request("the patched object is not a JSON object")
     if not isinstance(new.get("metadata"), dict):
         new["metadata"] = {}
-    new["apiVersion"] = info.api_version
+    new["apiVersion"] = ctx.info.api_version if converting else info.api_version
     new["kind"] = info.kind
     warnings = field_validation(ctx, info, new)
-    obj = api.writer.update(
-        info,
-        new,
-        ctx.namespace,
-        ctx.name,
-        subresource=ctx.subresource or None,
-        dry_run=dry,
-        manager=field_manager(ctx),
-        require_rv=False,
-    )
-    return warn(render_object(ctx, obj), warnings + _rule_warnings(info, obj))
+    manager = field_manager(ctx)
+
+    def write(b: dict[str, Any], d: bool) -> dict[str, Any]:
+        return api.writer.update(
+            info,
+            b,
+            ctx.namespace,
+            ctx.name,
+            subresource=ctx.subresource or None,
+            dry_run=d,
+            manager=manager,
+            require_rv=False,
+        )
+
+    obj, admitted = await admit_write(api, ctx, info, new, current, dry, write)
+    return warn(render_object(ctx, obj), warnings + admitted + _rule_warnings(info, obj))
 
 
 async def _apply(
@@ -276,22 +298,34 @@ async def _apply(
     new["apiVersion"] = info.api_version
     new["kind"] = info.kind
     if current is None:
-        obj = api.writer.create(info, new, ctx.namespace, dry_run=dry, manager=fm, from_apply=True)
-        return render_object(ctx, obj, 201)
+        obj, admitted = await admit_write(
+            api,
+            ctx,
+            info,
+            new,
+            None,
+            dry,
+            lambda b, d: api.writer.create(info, b, ctx.namespace, dry_run=d, manager=fm, from_apply=True),
+        )
+        return warn(render_object(ctx, obj, 201), admitted)
     new["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
-    obj = api.writer.update(
-        info,
-        new,
-        ctx.namespace,
-        ctx.name,
-        subresource=ctx.subresource or None,
-        dry_run=dry,
-        manager=fm,
-        require_rv=False,
-        operation="Apply",
-        managed=True,
-    )
-    return render_object(ctx, obj)
+
+    def write(b: dict[str, Any], d: bool) -> dict[str, Any]:
+        return api.writer.update(
+            info,
+            b,
+            ctx.namespace,
+            ctx.name,
+            subresource=ctx.subresource or None,
+            dry_run=d,
+            manager=fm,
+            require_rv=False,
+            operation="Apply",
+            managed=True,
+        )
+
+    obj, admitted = await admit_write(api, ctx, info, new, current, dry, write)
+    return warn(render_object(ctx, obj), admitted)
 
 
 async def _delete_options(ctx: Ctx) -> dict[str, Any]:
@@ -328,12 +362,13 @@ async def _delete(api: Backend, ctx: Ctx) -> web.StreamResponse:
     info = storage_info(api, ctx.info)
     opts = await _delete_options(ctx)
     dry = dry_run(ctx) or bool(opts.get("dryRun"))
+    admitted = await admit_delete(api, ctx, info, ctx.namespace, ctx.name, opts, dry)
     obj, removed = api.writer.delete(info, ctx.namespace, ctx.name, opts, dry_run=dry)
     if removed:
         if info.group_resource in RETURNS_DELETED_OBJECT:
-            return render_object(ctx, obj)
-        return json_response(_success(info, obj))
-    return render_object(ctx, obj)
+            return warn(render_object(ctx, obj), admitted)
+        return warn(json_response(_success(info, obj)), admitted)
+    return warn(render_object(ctx, obj), admitted)
 
 
 async def _delete_collection(api: Backend, ctx: Ctx) -> web.StreamResponse:
@@ -349,12 +384,14 @@ async def _delete_collection(api: Backend, ctx: Ctx) -> web.StreamResponse:
         if fields is not None and not fields(obj):
             continue
         meta = obj["metadata"]
+        item_opts = {k: v for k, v in opts.items() if k != "preconditions"}
+        await admit_delete(api, ctx, info, meta.get("namespace", ""), meta["name"], item_opts, dry)
         try:
             out, _ = api.writer.delete(
                 info,
                 meta.get("namespace", ""),
                 meta["name"],
-                {k: v for k, v in opts.items() if k != "preconditions"},
+                item_opts,
                 dry_run=dry,
             )
         except errors.StatusError as exc:
@@ -370,6 +407,9 @@ async def _delete_collection(api: Backend, ctx: Ctx) -> web.StreamResponse:
             "metadata": {"continue": "", "resourceVersion": str(api.store.rv)}
             if info.is_custom
             else {"resourceVersion": str(api.store.rv)},
-            "items": deleted,
+            # built-in kinds' list items carry no kind or apiVersion, as upstream's
+            "items": deleted
+            if info.is_custom
+            else [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in deleted],
         }
     )
