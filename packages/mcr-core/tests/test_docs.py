@@ -375,3 +375,52 @@ def test_readme_starts_with_the_quickstart_and_the_test_command_ci_runs() -> Non
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert tests in ci, ".ci/run must run the README's test command as written"
     assert "Python ≥ 3.11" in text
+
+
+def _mkdocs() -> str | None:
+    """mkdocs on PATH, else the one of the ``docs`` tox env when it was created."""
+    import shutil
+
+    found = shutil.which("mkdocs")
+    if found is not None:
+        return found
+    tox_env = ROOT / ".tox" / "docs" / "bin" / "mkdocs"
+    return str(tox_env) if tox_env.exists() else None
+
+
+def test_api_reference_renders_roles_as_links_and_shows_signatures(tmp_path: Path) -> None:
+    mkdocs = _mkdocs()
+    if mkdocs is None:
+        pytest.skip("mkdocs is not installed (tox -e docs installs it)")
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    # Not --strict: a raw role must fail this test's own assertions, whatever else warns.
+    done = subprocess.run(
+        [mkdocs, "build", "--site-dir", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    pages = sorted((site / "api").glob("*/index.html"))
+    assert len(pages) >= 4, pages
+    role = re.compile(r":(?:class|meth|func|attr|data|mod|exc|obj):(?:`|<code>)")
+    for page in pages:
+        html = page.read_text()
+        assert not role.findall(html), (
+            f"{page.parent.name}: raw Sphinx roles {sorted(set(role.findall(html)))}"
+        )
+        assert "<autoref" not in html, f"{page.parent.name}: a cross-reference was left unprocessed"
+    api = (site / "api" / "mcr" / "index.html").read_text()
+    # Roles became links to the objects they name ...
+    assert 'href="#mcr.errors.ClusterNotFoundError"><code>ClusterNotFoundError</code></a>' in api
+    # ... and classes show their constructor's signature.
+    signature = re.search(r'id="mcr\.Manager".*?doc-signature.*?</div>', api, re.S)
+    assert signature is not None
+    text = re.sub(r"<[^>]+>", "", signature.group(0))
+    assert "Manager(config:" in text
+    assert "leader_election: bool = False" in text
+    assert "shows raw Sphinx roles" not in done.stderr
