@@ -254,3 +254,50 @@ async def test_certificate_rotation_updates_ca_bundles_without_failed_admissions
                     await load
             assert not failures, failures
             assert not await handshake_ca(url, old_ca)
+
+
+async def test_slow_webhook_under_failure_policies_ignore_and_fail(fleet: Any, tmp_path: Path) -> None:
+    servers = fleet(1).servers
+    called: list[str] = []
+
+    async def slow(req: AdmissionRequest) -> Response | None:
+        called.append(f"{req.kind.kind}/{req.name}")
+        await asyncio.sleep(4)
+        return denied("answered too late to count")
+
+    async with fx.webhook_fleet(servers, tmp_path, names=("a",)) as wf:
+        webhook_managed_by(wf.server).for_("v1/ConfigMap").with_validator(
+            slow, failure_policy="Ignore", timeout_seconds=1
+        ).complete()
+        webhook_managed_by(wf.server).for_("v1/Secret").with_validator(
+            slow, failure_policy="Fail", timeout_seconds=1
+        ).complete()
+        async with running(wf.manager):
+            await fx.engage_all(wf)
+            admin = wf.admins["a"]
+            attempt = 0
+
+            async def ignored_after_a_call() -> bool:
+                nonlocal attempt
+                attempt += 1
+                name = f"cm-{attempt}"
+                await admin.client.create(configmap(name))  # admitted either way: Ignore
+                return f"ConfigMap/{name}" in called
+
+            await eventually(ignored_after_a_call, timeout=60)
+
+            async def refused_by_timeout() -> bool:
+                nonlocal attempt
+                attempt += 1
+                secret = {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": f"s-{attempt}", "namespace": "default"},
+                }
+                try:
+                    await admin.client.create(secret)
+                except APIError as exc:
+                    return "failed calling webhook" in str(exc) and f"Secret/s-{attempt}" in called
+                return False
+
+            await eventually(refused_by_timeout, timeout=60)

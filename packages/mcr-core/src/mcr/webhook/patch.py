@@ -18,8 +18,14 @@ def pointer(tokens: list[str | int]) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    # JSON distinguishes booleans from numbers; Python's == does not (True == 1).
-    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
+    """JSON equality at any depth: unlike Python's ``==``, ``true`` is not ``1``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return type(a) is not dict and type(a) is not list and a == b
 
 
 def diff(old: Any, new: Any) -> list[dict[str, Any]]:
