@@ -7,7 +7,8 @@ its hook failed (reported on stderr, naming the plugin and distribution; the pro
 load are still listed); 2 on usage errors, reported on one line.
 
 ``mcr run APP`` runs a program's controllers in a manager configured by flags (see
-:mod:`mcr.cli_run`).
+:mod:`mcr.cli_run`). ``mcr manifests APP``, ``mcr fleet-rbac APP`` and ``mcr fleet-credentials
+APP`` print (or create) what deploys it (see :mod:`mcr.cli_manifests`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     from mcr.cli_run import add_run_parser
 
     add_run_parser(sub)
+    from mcr.cli_manifests import add_manifests_parsers
+
+    add_manifests_parsers(sub)
     sub.metavar = "{" + ",".join(sub.choices) + "}"
     return parser
 

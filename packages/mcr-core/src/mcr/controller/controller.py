@@ -140,6 +140,11 @@ class Controller:
         else:
             raise TypeError(f"controller {self.name!r}: not a source: {source!r}")
 
+    @property
+    def sources(self) -> list[Kind]:
+        """The :class:`~mcr.source.Kind` sources added with :meth:`watch`, in order (a copy)."""
+        return list(self._kinds)
+
     def flush_metrics(self) -> None:
         """Hand batched reconcile counts and durations to Prometheus now (else within a second)."""
         self._batch.flush()

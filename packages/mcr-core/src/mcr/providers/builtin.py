@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from mcr.providers.clusters import ClustersProvider
 from mcr.providers.hooks import RegisterProvider, hookimpl
 from mcr.providers.multi import MultiProvider
@@ -17,3 +20,9 @@ def mcr_register_providers(register: RegisterProvider) -> None:
     register(
         "multi", MultiProvider, description="several providers composed, clusters named <provider>#<cluster>"
     )
+
+
+@hookimpl
+def mcr_provider_rbac(name: str, options: Mapping[str, Sequence[str]]) -> list[dict[str, Any]] | None:
+    # The built-ins read nothing from the hub: their clusters come from the program.
+    return [] if name in ("clusters", "single", "nop", "multi") else None

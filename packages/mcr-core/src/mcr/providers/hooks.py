@@ -7,7 +7,8 @@ plugin authors import it from).
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import pluggy
 
@@ -36,4 +37,19 @@ class MCRHookSpecs:
 
         ``factory(**options)`` returns a provider (a :class:`~mcr.multicluster.Provider`, usually
         also a :class:`~mcr.multicluster.ProviderRunnable`); it should not do I/O.
+        """
+
+    @hookspec
+    def mcr_provider_rbac(
+        self, name: str, options: Mapping[str, Sequence[str]]
+    ) -> list[dict[str, Any]] | None:
+        """The RBAC rules the provider ``name`` needs in the cluster it runs against (the hub).
+
+        ``options`` are the provider's options as given on the command line (``--provider-opt
+        KEY=VALUE``: each key with its values, in order). A plugin answers only for the names it
+        registers and returns ``None`` for the others. Each rule is a Kubernetes PolicyRule
+        (``apiGroups``, ``resources``, ``verbs``, optionally ``resourceNames``) plus an optional
+        ``namespace``: a rule with one is granted by a Role in that namespace, one without by
+        the ClusterRole. A provider that needs nothing returns ``[]``. Raises ``ValueError``
+        naming the option when the options do not say enough (e.g. a missing namespace).
         """
