@@ -357,3 +357,52 @@ async def test_unreachable_and_untrusted_webhooks(raw: Raw, hooks: Hooks, ns: st
         'Internal error occurred: failed calling webhook "svc.mcr.test": failed to call webhook: Post "'
         f'https://nowhere.{ns}.svc:443/svc?timeout=10s": service "nowhere" not found'
     )
+
+
+async def test_subresource_rules_and_delete_denial(raw: Raw, hooks: Hooks, ns: str) -> None:
+    async def deny(req: dict[str, Any]) -> dict[str, Any]:
+        return {"allowed": False, "status": {"code": 422, "reason": "Invalid", "message": "kept"}}
+
+    hooks.behaviour["/status"] = deny
+    hooks.behaviour["/delete"] = deny
+    status_hook = hook(hooks, "status.mcr.test", "/status", ns, operations=("UPDATE",))
+    status_hook["rules"][0]["resources"] = ["namespaces/status"]
+    status_hook["rules"][0]["scope"] = "Cluster"
+    delete_hook = hook(hooks, "delete.mcr.test", "/delete", ns, operations=("DELETE",))
+    await install(raw, VWC, ns, [status_hook, delete_hook])
+    _, current = await raw.json("GET", f"/api/v1/namespaces/{ns}")
+    from mcr.testing import eventually
+
+    async def status_denied() -> dict[str, Any]:
+        status, body = await raw.json("PUT", f"/api/v1/namespaces/{ns}/status?dryRun=All", json=current)
+        assert status == 422, body
+        return dict(body)
+
+    body = await eventually(status_denied, timeout=30, interval=0.1)
+    assert body["message"] == 'admission webhook "status.mcr.test" denied the request: kept'
+    assert body["reason"] == "Invalid"
+    req = hooks.requests("/status")[-1]
+    assert req["subResource"] == "status"
+    assert req["requestSubResource"] == "status"
+    assert req["resource"] == {"group": "", "version": "v1", "resource": "namespaces"}
+    assert req["name"] == ns
+    # the namespace itself, not its status, is not sent to the status webhook
+    current["metadata"]["labels"]["more"] = "x"
+    status, _ = await raw.json("PUT", f"/api/v1/namespaces/{ns}", json=current)
+    assert status == 200
+    assert all(r.get("subResource") == "status" for r in hooks.requests("/status"))
+
+    url = f"/api/v1/namespaces/{ns}/configmaps"
+    assert (await raw.json("POST", url, json=cm("d")))[0] == 201
+
+    async def delete_denied() -> dict[str, Any]:
+        status, body = await raw.json("DELETE", f"{url}/d")
+        assert status == 422, body
+        return dict(body)
+
+    body = await eventually(delete_denied, timeout=30, interval=0.1)
+    assert body["message"] == 'admission webhook "delete.mcr.test" denied the request: kept'
+    assert (await raw.json("GET", f"{url}/d"))[0] == 200
+    dele = hooks.requests("/delete", "d")[-1]
+    assert dele["operation"] == "DELETE"
+    assert dele["namespace"] == ns

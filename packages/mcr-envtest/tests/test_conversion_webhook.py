@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from .conftest import Raw, crd_served
@@ -111,6 +112,13 @@ async def test_reads_and_writes_convert_through_the_webhook(raw: Raw, hooks: Hoo
     assert status == 200
     assert [i["spec"] for i in listed["items"]] == [{"count": 3}]
 
+    async with raw.request("GET", path("v2") + "?watch=1&timeoutSeconds=1") as resp:
+        assert resp.status == 200
+        events = [orjson.loads(line) for line in (await resp.read()).splitlines() if line.strip()]
+    assert [(e["type"], e["object"]["apiVersion"], e["object"]["spec"]) for e in events] == [
+        ("ADDED", f"{GROUP}/v2", {"count": 3})
+    ]
+
     status, patched = await raw.json(
         "PATCH",
         path("v2", "d"),
@@ -121,6 +129,12 @@ async def test_reads_and_writes_convert_through_the_webhook(raw: Raw, hooks: Hoo
     assert patched["spec"] == {"count": 5}
     status, v1 = await raw.json("GET", path("v1", "d"))
     assert v1["spec"] == {"size": 5}
+    since = listed["metadata"]["resourceVersion"]
+    async with raw.request("GET", path("v2") + f"?watch=1&resourceVersion={since}&timeoutSeconds=1") as resp:
+        events = [orjson.loads(line) for line in (await resp.read()).splitlines() if line.strip()]
+    assert [(e["type"], e["object"]["apiVersion"], e["object"]["spec"]) for e in events] == [
+        ("MODIFIED", f"{GROUP}/v2", {"count": 5})
+    ]
 
 
 async def test_failed_conversion_is_an_internal_error(raw: Raw, hooks: Hooks) -> None:

@@ -5,7 +5,9 @@ malformed line, connection reset)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -18,6 +20,7 @@ from mcr_envtest.selectors import Selector
 from mcr_envtest.store import Event
 
 from .context import JSON, PROTOBUF, Backend, Ctx
+from .conversion import to_version, webhook_converts
 from .read import parse_rv, request_selector
 from .render import convert, include_object, needs_convert, partial_metadata
 
@@ -168,6 +171,8 @@ async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
     sel = request_selector(ctx)
     renderer = _Renderer(ctx)
     ns = ctx.namespace
+    converter = _converter(api, ctx) if needs_convert(ctx) and webhook_converts(api, info) else None
+    picked: list[dict[str, Any]] = []  # initial objects to convert through the CRD's webhook
     # Subscribe and snapshot in one synchronous step: nothing can be committed in between.
     initial: list[bytes] = []
     expired: errors.StatusError | None = None
@@ -176,7 +181,11 @@ async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
     if si or rv in ("", "0"):
         watcher, _ = store.watch(info.group, info.plural, None)
         for obj, raw in store.list_entries(info.group, info.plural, ns or None):
-            if sel.trivial or sel.matches(obj):
+            if not (sel.trivial or sel.matches(obj)):
+                continue
+            if converter is not None:
+                picked.append(obj)
+            else:
                 initial.append(renderer.obj("ADDED", obj, raw))
         snapshot_rv = store.rv
         if si:
@@ -188,6 +197,9 @@ async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
         except errors.StatusError as exc:
             expired = exc
         snapshot_rv = store.rv
+    if picked:
+        converted = await to_version(api, info, picked, ctx.info.api_version)
+        initial = [renderer.obj("ADDED", o) for o in converted] + initial
     resp = web.StreamResponse(
         status=200, headers={"Content-Type": renderer.content_type, "Cache-Control": "no-cache, private"}
     )
@@ -201,7 +213,19 @@ async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
         assert watcher is not None
         api.active_streams.add(resp)
         await _stream(
-            api, ctx, resp, watcher, renderer, sel, ns, initial, backlog, timeout, bookmarks, snapshot_rv
+            api,
+            ctx,
+            resp,
+            watcher,
+            renderer,
+            sel,
+            ns,
+            initial,
+            backlog,
+            timeout,
+            bookmarks,
+            snapshot_rv,
+            converter,
         )
     except (ConnectionResetError, ConnectionError):
         pass
@@ -227,6 +251,22 @@ _WATCH_ERROR_REASONS = {
     503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
     429: ("TooManyRequests", "Too many requests, please try again later."),
 }
+
+
+Converter = Callable[[list[Event]], Awaitable[list[Event]]]
+
+
+def _converter(api: Backend, ctx: Ctx) -> Converter:
+    """Events with their objects converted to the request's version by the CRD's webhook."""
+
+    async def convert_events(events: list[Event]) -> list[Event]:
+        mine = [ev for ev in events if not ctx.namespace or ev.namespace == ctx.namespace]
+        if not mine:
+            return []
+        objs = await to_version(api, ctx.info, [ev.obj for ev in mine], ctx.info.api_version)
+        return [dataclasses.replace(ev, obj=o) for ev, o in zip(mine, objs, strict=True)]
+
+    return convert_events
 
 
 def _render(events: list[Event], ns: str, sel: Selector, r: _Renderer) -> list[bytes]:
@@ -269,6 +309,7 @@ async def _stream(
     timeout: float,
     bookmarks: bool,
     last_rv: int,
+    converter: Converter | None = None,
 ) -> None:
     faults = api.faults
     store = api.store
@@ -291,7 +332,22 @@ async def _stream(
         sent += len(lines)
         return sent, fault is not None and limit is not None and sent >= limit
 
-    sent, struck = await send(initial + _render(backlog, ns, sel, r), 0)
+    async def render(events: list[Event]) -> list[bytes] | None:
+        """The lines of ``events``; None (after an ERROR event ends the stream) when the CRD's
+        conversion webhook fails."""
+        if converter is not None and events:
+            try:
+                events = await converter(events)
+            except errors.StatusError as exc:
+                await resp.write(r.error(exc.status))
+                await resp.write_eof()
+                return None
+        return _render(events, ns, sel, r)
+
+    first = await render(backlog)
+    if first is None:
+        return
+    sent, struck = await send(initial + first, 0)
     if backlog:
         last_rv = backlog[-1].rv
     while not struck:
@@ -304,7 +360,10 @@ async def _stream(
         batch = await watcher.next_batch(wait)
         await _wait_unstalled(faults, watcher, loop, deadline)
         if batch:
-            sent, struck = await send(_render(batch, ns, sel, r), sent)
+            lines = await render(batch)
+            if lines is None:
+                return
+            sent, struck = await send(lines, sent)
             if struck:
                 break
             last_rv = batch[-1].rv
