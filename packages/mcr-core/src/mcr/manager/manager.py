@@ -88,7 +88,9 @@ class Manager:
     ``metrics_cert_name`` (``tls.crt``) and ``metrics_key_name`` (``tls.key``), reloaded when
     those files change; ``metrics_filter_provider`` guards it, e.g.
     :func:`~mcr.manager.with_authentication_and_authorization` (needs a config).
-    ``/readyz`` always has the checks ``caches-synced`` and, with a provider, ``provider-started``.
+    ``/readyz`` always has the checks ``caches-synced`` (the local cluster's started informers have
+    synced; fleet clusters are left out, so one unreachable cluster cannot take every replica out
+    of service) and, with a provider, ``provider-started``.
     ``graceful_shutdown_timeout``: seconds (30); ``0`` stops without waiting for in-flight work, a
     negative value waits for ever.
 
@@ -175,7 +177,7 @@ class Manager:
         self.healthz = self._endpoints.healthz
         self.readyz = self._endpoints.readyz
         # A provider that can tell whether all of it runs (a multi provider's failed members).
-        self.readyz.add("caches-synced", caches_synced(lambda: self._started, self._synced_clusters))
+        self.readyz.add("caches-synced", caches_synced(lambda: self._started, self._local_clusters))
         if provider is not None:
             self.readyz.add("provider-started", provider_started(lambda: self._providers.started))
         provider_check = getattr(provider, "check_ready", None)
@@ -422,10 +424,8 @@ class Manager:
         if self._error is not None:
             raise self._error
 
-    def _synced_clusters(self) -> list[tuple[str, Cluster]]:
-        local = [(LOCAL_CLUSTER, self._local)] if self._local is not None else []
-        names = (n for n in self._engagements.names() if n != LOCAL_CLUSTER)
-        return local + [(n, c) for n in names if (c := self._engagements.get(n)) is not None]
+    def _local_clusters(self) -> list[tuple[str, Cluster]]:
+        return [(LOCAL_CLUSTER, self._local)] if self._local is not None else []
 
     def _awaiting_leadership(self) -> bool:
         """Whether aware runnables wait for this replica to be elected."""

@@ -20,8 +20,8 @@ _SHOWN = 5
 def caches_synced(
     started: Callable[[], bool], clusters: Callable[[], Iterable[tuple[str, Cluster]]]
 ) -> Callable[[], None]:
-    """A check passing once the manager ``started()`` and every started informer of every engaged
-    cluster (the local one included) has synced; it names the clusters and kinds still syncing."""
+    """A check passing once the manager ``started()`` and every started informer of the ``clusters()``
+    it is given has synced; it names the clusters and kinds still syncing."""
 
     def check() -> None:
         if not started():
