@@ -70,7 +70,7 @@ async def test_conversion_between_two_crd_versions(fleet: Any, tmp_path: Path) -
 
         async def established() -> bool:
             crd = await admin.api_reader.get(CRD, f"widgets.{GROUP}")
-            conditions = crd.get("status", {}).get("conditions", [])
+            conditions = (crd.get("status") or {}).get("conditions") or []
             return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
         await eventually(established, timeout=60)
