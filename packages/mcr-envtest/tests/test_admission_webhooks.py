@@ -406,3 +406,58 @@ async def test_subresource_rules_and_delete_denial(raw: Raw, hooks: Hooks, ns: s
     dele = hooks.requests("/delete", "d")[-1]
     assert dele["operation"] == "DELETE"
     assert dele["namespace"] == ns
+
+
+@pytest.mark.envtest_only("mcr-envtest's own warning about CEL its evaluator lacks")
+async def test_unsupported_match_condition_is_named(raw: Raw, hooks: Hooks, ns: str) -> None:
+    expression = "object.metadata.name.matches(quantity('1').asString())"
+    w = hook(
+        hooks,
+        "cel.mcr.test",
+        "/cel",
+        ns,
+        matchConditions=[{"name": "odd", "expression": expression}],
+    )
+    body = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": ns},
+        "webhooks": [w],
+    }
+    async with raw.request("POST", VWC, json=body) as resp:
+        assert resp.status == 201
+        warnings = resp.headers.getall("Warning", [])
+    assert warnings == [
+        '299 - "webhooks[0].matchConditions[0]: function '
+        "'quantity' is not supported by mcr-envtest; "
+        "the condition fails and the webhook's failurePolicy decides\""
+    ]
+    status, out = await raw.json("POST", f"/api/v1/namespaces/{ns}/configmaps", json=cm("c"))
+    assert status == 500
+    assert out["message"].startswith(
+        'Internal error occurred: failed calling webhook "cel.mcr.test": '
+        "failed to evaluate match conditions: "
+    )
+    assert hooks.requests("/cel") == []
+
+
+async def test_webhook_configurations_are_never_sent_to_webhooks(raw: Raw, hooks: Hooks, ns: str) -> None:
+    async def deny(req: dict[str, Any]) -> dict[str, Any]:
+        return {"allowed": False}
+
+    hooks.behaviour["/all"] = deny
+    w = hook(hooks, "all.mcr.test", "/all", ns)
+    w["rules"].append(
+        {
+            "operations": ["*"],
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "apiVersions": ["*"],
+            "resources": ["*"],
+        }
+    )
+    await install(raw, VWC, ns, [w])
+    await hooks.active(raw, ns, ["/all"])
+    await install(raw, MWC, f"{ns}-other", [hook(hooks, "other.mcr.test", "/other", ns)])
+    assert (await raw.json("DELETE", f"{MWC}/{ns}-other"))[0] == 200
+    assert (await raw.json("DELETE", f"{VWC}/{ns}"))[0] == 200
+    assert {r["resource"]["resource"] for r in hooks.requests("/all")} == {"configmaps"}

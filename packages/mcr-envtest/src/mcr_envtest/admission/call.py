@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import ssl
 from typing import Any
 
@@ -63,13 +64,19 @@ def target_url(store: Store, client_config: dict[str, Any], timeout: int) -> tup
     return f"https://{host}:{port}{path}{query}", shown
 
 
-def _ssl_context(client_config: dict[str, Any]) -> ssl.SSLContext:
-    bundle = client_config.get("caBundle")
+@functools.lru_cache(maxsize=64)
+def _context_for(bundle: str) -> ssl.SSLContext:
+    """A verifying client context trusting ``bundle`` (base64 PEM), or the system's roots for ""
+    (kept: loading trust stores is file I/O)."""
     if not bundle:
         return ssl.create_default_context()
+    pem = base64.b64decode(bundle, validate=True).decode()
+    return ssl.create_default_context(cadata=pem)
+
+
+def _ssl_context(client_config: dict[str, Any]) -> ssl.SSLContext:
     try:
-        pem = base64.b64decode(str(bundle), validate=True).decode()
-        return ssl.create_default_context(cadata=pem)
+        return _context_for(str(client_config.get("caBundle") or ""))
     except (binascii.Error, UnicodeDecodeError, ssl.SSLError, ValueError) as exc:
         raise CallFailed(f"unable to load the caBundle: {exc}") from None
 

@@ -37,6 +37,20 @@ class Attributes:
     user: dict[str, Any] = field(default_factory=dict)
 
 
+# kube-apiserver never sends requests for its admission configurations to webhooks (so that a
+# webhook cannot lock out its own removal)
+EXEMPT = frozenset(
+    {
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "mutatingadmissionpolicies",
+        "mutatingadmissionpolicybindings",
+    }
+)
+
+
 class ConditionError(Exception):
     """A matchCondition could not be evaluated (its text names the condition)."""
 
@@ -118,6 +132,8 @@ def _namespace_labels(store: Store, attrs: Attributes) -> dict[str, str] | None:
 
 def matches(store: Store, webhook: dict[str, Any], attrs: Attributes) -> bool:
     """True when ``webhook``'s rules and selectors select the request."""
+    if attrs.group == "admissionregistration.k8s.io" and attrs.resource in EXEMPT:
+        return False
     rules = webhook.get("rules") or []
     if not any(isinstance(r, dict) and _rule_matches(r, attrs) for r in rules):
         return False

@@ -246,6 +246,17 @@ def crd_causes(crd: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def unsupported_expression(expression: str) -> str | None:
+    """What of ``expression`` this evaluator cannot run (None when it can, or when it does not
+    parse: that is an evaluation error of its own)."""
+    try:
+        return _unsupported_in(parse(expression))
+    except CelUnsupported as exc:
+        return exc.message
+    except CelError:
+        return None
+
+
 def unsupported(crd: dict[str, Any]) -> list[str]:
     """One line per rule of ``crd`` this evaluator cannot run (it is then not enforced)."""
     out: list[str] = []

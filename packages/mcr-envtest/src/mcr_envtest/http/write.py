@@ -89,9 +89,36 @@ async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
     raise errors.method_not_allowed()
 
 
+_WEBHOOK_CONFIGS = (
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+)
+
+
+def _condition_warnings(obj: dict[str, Any]) -> list[str]:
+    """For a webhook configuration write: one warning (also logged) per matchCondition
+    mcr-envtest cannot evaluate (its evaluation fails, so the webhook's failurePolicy decides)."""
+    out: list[str] = []
+    name = (obj.get("metadata") or {}).get("name", "")
+    for i, hook in enumerate(obj.get("webhooks") or []):
+        for j, cond in enumerate((hook.get("matchConditions") or []) if isinstance(hook, dict) else []):
+            why = cel_rules.unsupported_expression(str((cond or {}).get("expression", "")))
+            if why is not None:
+                line = (
+                    f"webhooks[{i}].matchConditions[{j}]: {why} is not supported by mcr-envtest; "
+                    "the condition fails and the webhook's failurePolicy decides"
+                )
+                log.warning("%s: %s", name, line)
+                out.append(line)
+    return out
+
+
 def _rule_warnings(info: ResourceInfo, obj: dict[str, Any]) -> list[str]:
     """For a CRD write: one warning (also logged) per validation rule mcr-envtest cannot evaluate,
-    since such a rule is not enforced on its custom resources."""
+    since such a rule is not enforced on its custom resources (and likewise for matchConditions
+    of a webhook configuration)."""
+    if info.group_resource in _WEBHOOK_CONFIGS:
+        return _condition_warnings(obj)
     if info.group_resource != ("apiextensions.k8s.io", "customresourcedefinitions"):
         return []
     found = cel_rules.unsupported(obj)
