@@ -288,3 +288,23 @@ async def test_openapi_v3_index_lists_version_and_api(raw: Raw) -> None:
         assert status == 200, url
         (path_item,) = doc["paths"].values()
         assert path_item["get"]["operationId"] == operation
+
+
+async def test_builtin_list_items_carry_no_kind_or_api_version(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    for name in ("a", "b"):
+        status, body = await raw.json(
+            "POST",
+            f"/api/v1/namespaces/{ns}/configmaps",
+            json={"metadata": {"name": name, "labels": {"listed": "yes"}}},
+        )
+        assert status == 201, body
+        assert body["kind"] == "ConfigMap"
+    status, body = await raw.json("GET", f"/api/v1/namespaces/{ns}/configmaps?labelSelector=listed")
+    assert status == 200, body
+    assert [i["metadata"]["name"] for i in body["items"]] == ["a", "b"]
+    assert all("kind" not in i and "apiVersion" not in i for i in body["items"]), body["items"]
+    status, body = await raw.json("DELETE", f"/api/v1/namespaces/{ns}/configmaps?labelSelector=listed")
+    assert status == 200, body
+    assert body["kind"] == "ConfigMapList"
+    assert all("kind" not in i and "apiVersion" not in i for i in body["items"]), body["items"]

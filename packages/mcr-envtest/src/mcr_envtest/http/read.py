@@ -14,6 +14,7 @@ import yaml
 from aiohttp import web
 
 from mcr_envtest import errors, table
+from mcr_envtest.resources import ResourceInfo
 from mcr_envtest.schema.protobuf_encode import encode_object
 from mcr_envtest.selectors import Selector, parse_field_selector, parse_label_selector
 from mcr_envtest.store import ListSnapshot, decode_continue, encode_continue
@@ -269,7 +270,7 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
             "kind": info.list_kind,
             "apiVersion": info.api_version,
             "metadata": meta_out,
-            "items": [convert(ctx, o) for o, _ in matched],
+            "items": [_item(ctx, o) for o, _ in matched],
         }
         return protobuf_response(encode_object(listed))
     if ctx.output == "yaml":
@@ -277,11 +278,14 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
             "kind": info.list_kind,
             "apiVersion": info.api_version,
             "metadata": meta_out,
-            "items": [convert(ctx, o) for o, _ in matched],
+            "items": [_item(ctx, o) for o, _ in matched],
         }
         return web.Response(text=yaml.safe_dump(doc), content_type="application/yaml")
     conv = needs_convert(ctx)
-    parts = [orjson.dumps(convert(ctx, o)) if (raw is None or conv) else raw for o, raw in matched]
+    if info.is_custom:
+        parts = [orjson.dumps(convert(ctx, o)) if (raw is None or conv) else raw for o, raw in matched]
+    else:
+        parts = _typeless(info, matched, conv)
     body = (
         b'{"kind":'
         + orjson.dumps(info.list_kind)
@@ -294,3 +298,29 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
         + b"]}\n"
     )
     return json_response(body)
+
+
+def _item(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
+    """A list item as kube-apiserver lists it: built-in kinds' items carry no kind or apiVersion."""
+    if ctx.info.is_custom:
+        return convert(ctx, obj)
+    return {k: v for k, v in obj.items() if k not in _TYPE_KEYS}
+
+
+_TYPE_KEYS = frozenset({"kind", "apiVersion"})
+
+
+def _typeless(
+    info: ResourceInfo, matched: list[tuple[dict[str, Any], bytes | None]], conv: bool
+) -> list[bytes]:
+    """The JSON of built-in list items without kind and apiVersion, cut from the stored JSON when
+    it starts with them (as stored objects do)."""
+    prefix = b'{"kind":' + orjson.dumps(info.kind) + b',"apiVersion":' + orjson.dumps(info.api_version) + b","
+    cut = len(prefix)
+    out: list[bytes] = []
+    for obj, raw in matched:
+        if raw is not None and not conv and raw.startswith(prefix):
+            out.append(b"{" + raw[cut:])
+        else:
+            out.append(orjson.dumps({k: v for k, v in obj.items() if k not in _TYPE_KEYS}))
+    return out
