@@ -13,9 +13,11 @@ import contextlib
 import copy
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -205,6 +207,60 @@ def test_app_without_setup_is_refused(tmp_path: Path) -> None:
         proc.stderr.strip()
         == "mcr fleet-rbac: empty.py defines no setup(mgr) function (called with the Manager)"
     )
+
+
+# --- the deployment page ------------------------------------------------------------------------
+
+
+def _block(lang: str, after: str) -> str:
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    match = re.search(rf"{re.escape(after)}.*?```{lang}\n(?P<body>.*?)```", text, re.S)
+    assert match is not None, f"docs/deployment.md: no {lang} block after {after!r}"
+    return match.group("body")
+
+
+def _distributions() -> set[str]:
+    names = set()
+    for pyproject in ROOT.glob("packages/*/pyproject.toml"):
+        names.add(tomllib.loads(pyproject.read_text())["project"]["name"])
+    return names
+
+
+def test_the_dockerfile_names_files_and_commands_that_exist() -> None:
+    dockerfile = _block("dockerfile", "Save this as `Dockerfile`")
+    instructions = [line.split(None, 1) for line in dockerfile.splitlines() if line.strip()]
+    seen = {op for op, _ in instructions}
+    assert {"FROM", "RUN", "WORKDIR", "COPY", "USER", "ENTRYPOINT", "CMD"} <= seen
+    for op, rest in instructions:
+        if op == "COPY":
+            *sources, _ = rest.split()
+            for source in sources:
+                assert (APP_DIR / source).is_file(), f"COPY {source}: not in {APP_DIR}"
+        if op == "RUN":
+            words = rest.split()
+            assert words[:2] == ["pip", "install"], rest
+            packages = [w for w in words[2:] if not w.startswith("-")]
+            assert packages, rest
+            assert set(packages) <= _distributions(), packages
+    entrypoint = json.loads(dict(instructions)["ENTRYPOINT"])
+    cmd = json.loads(dict(instructions)["CMD"])
+    core = tomllib.loads((ROOT / "packages" / "mcr-core" / "pyproject.toml").read_text())
+    assert entrypoint == ["mcr"]
+    assert entrypoint[0] in core["project"]["scripts"]
+    assert cmd[0] in _mcr("--help").stdout  # a subcommand of mcr
+    assert (APP_DIR / cmd[1]).is_file()
+    # The generated Deployment runs the same command, with its flags after it.
+    container = _one(_objects(_mcr("manifests", "app.py").stdout), "Deployment", "app-system")
+    (c,) = container["spec"]["template"]["spec"]["containers"]
+    assert c["command"] == entrypoint
+    assert c["args"][:2] == cmd
+
+
+def test_the_fleet_role_on_the_page_is_what_fleet_rbac_prints() -> None:
+    shown = yaml.safe_load(_block("yaml", "`mcr fleet-rbac app.py` prints"))
+    (printed,) = _objects(_mcr("fleet-rbac", "app.py").stdout)
+    assert shown["rules"] == printed["rules"]
+    assert shown["metadata"]["name"] == printed["metadata"]["name"]
 
 
 # --- enforced by a server ------------------------------------------------------------------------
