@@ -80,7 +80,7 @@ async def test_conversion_between_two_crd_versions(fleet: Any, tmp_path: Path) -
 
             async def webhook_strategy() -> bool:
                 crd = await admin.api_reader.get(CRD, f"widgets.{GROUP}")
-                return bool(crd["spec"]["conversion"]["strategy"] == "Webhook")
+                return bool((crd["spec"].get("conversion") or {}).get("strategy") == "Webhook")
 
             await eventually(webhook_strategy, timeout=60)
             crd = await admin.api_reader.get(CRD, f"widgets.{GROUP}")

@@ -96,7 +96,8 @@ class WebhookServer:
         self._changed = asyncio.Event()  # set (and replaced) when the generation changes
         self._progress = asyncio.Event()  # set (and replaced) when a cluster applied or left
         self._serving = asyncio.Event()
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl: ssl.SSLContext | None = None  # the listening context
+        self._current: ssl.SSLContext | None = None  # the context new connections are handed to
         self._fingerprint = b""
         self._bad_fingerprint = b""
         self._ca_bundle = b""
@@ -195,7 +196,8 @@ class WebhookServer:
         if fingerprint in (self._fingerprint, self._bad_fingerprint):
             return
         try:
-            await asyncio.to_thread(self._context)  # the new pair loads (a half-written pair does not)
+            # A whole new context (a half-written pair does not load); the live one is never changed.
+            context = await asyncio.to_thread(self._context)
         except (OSError, ssl.SSLError) as exc:
             self._bad_fingerprint = fingerprint
             raise ValueError(f"{self.cert_file} / {self.key_file}: {exc}") from exc
@@ -205,10 +207,14 @@ class WebhookServer:
             self._bump()
             await self._wait_applied(generation)
             await asyncio.sleep(self.rotation_delay)
-        assert self._ssl is not None
-        await asyncio.to_thread(self._ssl.load_cert_chain, self.cert_file, self.key_file)
+        self._current = context
         self._fingerprint = fingerprint
         log.info("webhook server %r: serving the certificate from %s", self.name, self.cert_file)
+
+    def _select(self, conn: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+        # Called for every TLS client hello (with or without SNI): hand the connection the newest pair.
+        if self._current is not None and context is not self._current:
+            conn.context = self._current
 
     def _current_ca(self) -> bytes:
         # The CA the server's certificate is trusted by now: the first PEM block of the bundle.
@@ -231,7 +237,8 @@ class WebhookServer:
         certificate files do not load.
         """
         cert, key, ca = await asyncio.to_thread(self._read_files)
-        self._ssl = await asyncio.to_thread(self._context)
+        self._ssl = self._current = await asyncio.to_thread(self._context)
+        self._ssl.sni_callback = self._select
         self._fingerprint = hashlib.sha256(cert + b"\0" + key + b"\0" + ca).digest()
         self._ca_bundle = ca.strip() + b"\n"
         app = web.Application(client_max_size=_MAX_BODY)
