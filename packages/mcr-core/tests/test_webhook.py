@@ -76,7 +76,11 @@ async def test_validator_decides_per_cluster_from_that_clusters_cache(fleet: Any
             assert base64.b64decode(hook["clientConfig"]["caBundle"]) == wf.server.ca_bundle
 
 
+DRY_RUNS: list[tuple[str, bool]] = []
+
+
 async def label_with_cluster(req: AdmissionRequest) -> V1ConfigMap:
+    DRY_RUNS.append((req.name, req.dry_run))
     cm: V1ConfigMap = req.object
     assert cm.metadata is not None
     cm.metadata.annotations = {**(cm.metadata.annotations or {}), "mcr.dev/cluster": req.cluster_name}
@@ -103,6 +107,8 @@ async def test_defaulter_patch_lands_with_typed_models(fleet: Any, tmp_path: Pat
             obj = await admin.client.create(configmap("real", keep="1"))
             assert obj["metadata"]["annotations"] == {"mcr.dev/cluster": "zone/1"}
             assert obj["data"] == {"keep": "1", "defaulted": "yes"}
+            assert ("probe", True) in DRY_RUNS
+            assert ("real", False) in DRY_RUNS
             skipped = await admin.client.create(configmap("skip", keep="1"))
             assert "annotations" not in skipped["metadata"]
             config = await wf.configuration("zone/1", fx.MWC)

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from mcr.webhook import WebhookServer, json_patch, path_for, webhook_managed_by
+from mcr.webhook.registration import Endpoint
 from mcr.webhook.routing import cluster_from_segment, cluster_segment, parse
 
 
@@ -122,3 +123,13 @@ def test_builder_refuses_misuse(tmp_path: Any) -> None:
     webhook_managed_by(server).for_("v1/ConfigMap").with_validator(lambda r: None).complete()
     with pytest.raises(ValueError, match="already has a validate handler"):
         webhook_managed_by(server).for_("v1/ConfigMap").with_validator(lambda r: None).complete()
+
+
+def test_client_config_by_url_or_service() -> None:
+    by_url = Endpoint(url="https://hooks.example:8443/").client_config("/validate/a/core/v1/pod", b"PEM")
+    assert by_url == {"caBundle": "UEVN", "url": "https://hooks.example:8443/validate/a/core/v1/pod"}
+    by_service = Endpoint(service=("ops", "hooks", 443)).client_config("/mutate/~/apps/v1/deployment", b"PEM")
+    assert by_service == {
+        "caBundle": "UEVN",
+        "service": {"namespace": "ops", "name": "hooks", "port": 443, "path": "/mutate/~/apps/v1/deployment"},
+    }
