@@ -105,3 +105,27 @@ async def test_conversion_between_two_crd_versions(fleet: Any, tmp_path: Path) -
             await admin.client.create(widget(f"{GROUP}/v2", "large", {"replicas": 7}))
             stored = await admin.api_reader.get(f"{GROUP}/v1/Widget", "large", namespace="default")
             assert stored["spec"] == {"size": 7}
+
+
+async def test_a_kind_a_cluster_lacks_is_registered_once_its_crd_appears(fleet: Any, tmp_path: Path) -> None:
+    servers = fleet(1).servers
+    async with fx.webhook_fleet(servers, tmp_path, names=("east",)) as wf:
+        admin = wf.admins["east"]
+        webhook_managed_by(wf.server).for_("v1/ConfigMap").with_validator(lambda req: None).complete()
+        webhook_managed_by(wf.server).for_(f"{GROUP}/v1/Widget").with_validator(lambda req: None).complete()
+        async with running(wf.manager):
+            await fx.engage_all(wf)
+
+            async def hooks() -> list[str]:
+                config = await wf.configuration("east")
+                return [] if config is None else [h["name"] for h in config["webhooks"]]
+
+            # The kinds it serves are registered without waiting for the one it does not serve.
+            assert await eventually(hooks, timeout=60) == [f"configmap.v1.core.{fx.NAME}"]
+            await admin.client.create(WIDGETS)
+            widget_hook = f"widget.v1.{GROUP}.{fx.NAME}"
+            await eventually(lambda: _has(hooks, widget_hook), timeout=60)
+
+
+async def _has(hooks: Any, name: str) -> bool:
+    return name in await hooks()

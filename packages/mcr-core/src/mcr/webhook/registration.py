@@ -132,18 +132,24 @@ async def register(
     conversions: Sequence[ConversionSpec],
     endpoint: Endpoint,
     ca_bundle: bytes,
-) -> None:
+) -> list[str]:
     """Create or update the cluster's configurations and CRD conversions for these handlers.
 
-    A configuration kind without handlers is deleted if it exists. Errors of the API server or
-    the REST mapper (a kind the cluster does not serve) propagate.
+    Returns the kinds the cluster does not serve (their handlers are left out; call again to add
+    them once served). A configuration kind without handlers is deleted if it exists. Errors of
+    the API server propagate.
     """
+    missing: list[str] = []
     for operation, kind in _CONFIG_KINDS.items():
-        specs = [s for s in admissions if s.operation == operation]
-        if not specs:
+        hooks = []
+        for spec in (s for s in admissions if s.operation == operation):
+            try:
+                hooks.append(await _webhook(cluster, cluster_name, spec, config_name, endpoint, ca_bundle))
+            except LookupError:  # NoKindMatchError: not served by this cluster (yet)
+                missing.append(str(spec.gvk))
+        if not hooks:
             await _delete(cluster, kind, config_name)
             continue
-        hooks = [await _webhook(cluster, cluster_name, s, config_name, endpoint, ca_bundle) for s in specs]
         gvk = GVK.from_api_version("admissionregistration.k8s.io/v1", kind.rsplit("/", 1)[1])
         obj = {
             "apiVersion": gvk.api_version,
@@ -153,7 +159,11 @@ async def register(
         }
         await cluster.client.apply(obj, field_manager=FIELD_MANAGER, force=True)
     for conv in conversions:
-        mapping = await cluster.rest_mapper.mapping(conv.gvk)
+        try:
+            mapping = await cluster.rest_mapper.mapping(conv.gvk)
+        except LookupError:
+            missing.append(str(conv.gvk))
+            continue
         path = path_for("convert", cluster_name, conv.gvk.group, conv.gvk.version, conv.gvk.kind)
         patch = {
             "spec": {
@@ -169,6 +179,7 @@ async def register(
         await cluster.client.patch(
             CRD_KIND, f"{mapping.gvr.resource}.{conv.gvk.group}", patch, field_manager=FIELD_MANAGER
         )
+    return missing
 
 
 async def _delete(cluster: Cluster, kind: str, name: str) -> None:

@@ -265,17 +265,20 @@ class WebhookServer:
         """Serve ``name`` and keep its configurations current until cancelled (the disengagement).
 
         Failed registrations are logged and retried every ``retry_interval`` seconds; they never
-        end the engagement. On cancellation the cluster stops being served; with
+        end the engagement. Handlers of kinds the cluster does not serve are left out of its
+        configurations and added once it serves them (checked every ``retry_interval`` seconds).
+        On cancellation the cluster stops being served; with
         ``remove_on_disengage`` its configurations are deleted (bounded by 10 s), then
         ``CancelledError`` is re-raised.
         """
         self._clusters[name] = cluster
+        reported: list[str] = []
         try:
             await self._serving.wait()
             while True:
                 generation, changed = self._generation, self._changed
                 try:
-                    await register(
+                    missing = await register(
                         cluster,
                         name,
                         config_name=self.name,
@@ -292,7 +295,20 @@ class WebhookServer:
                     continue
                 self._applied[name] = generation
                 self._progressed()
-                await changed.wait()
+                if not missing:
+                    await changed.wait()
+                    continue
+                if missing != reported:
+                    log.warning(
+                        "webhook server %r: cluster %r does not serve %s; left out until it does",
+                        self.name,
+                        name,
+                        ", ".join(missing),
+                    )
+                    reported = missing
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.retry_interval):
+                        await changed.wait()
         finally:
             if self._clusters.get(name) is cluster:
                 del self._clusters[name]
