@@ -199,6 +199,22 @@ def test_bad_input_is_one_line_naming_it(args: list[str], message: str) -> None:
     assert message in line, line
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--token-seconds", "60"], "--token-seconds must be at least 600"),
+        (["--hub-context", "hub"], "pass --apply"),
+        (["--kubeconfig", "/nonexistent/kubeconfig"], "/nonexistent/kubeconfig"),
+    ],
+)
+def test_fleet_credentials_bad_input_is_one_line(args: list[str], message: str) -> None:
+    proc = _mcr("fleet-credentials", "app.py", "--secret-namespace", "fleet", *args, check=False)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("mcr fleet-credentials: "), line
+    assert message in line, line
+
+
 def test_app_without_setup_is_refused(tmp_path: Path) -> None:
     (tmp_path / "empty.py").write_text("X = 1\n")
     proc = _mcr("fleet-rbac", "empty.py", cwd=tmp_path, check=False)

@@ -29,6 +29,9 @@ from mcr.cli_run import load_app
 
 __all__ = ["add_manifests_parsers"]
 
+MIN_TOKEN_SECONDS = 600
+"""The shortest token Kubernetes issues through TokenRequest."""
+
 
 class _ProviderItem(argparse.Action):
     """Keeps ``--provider`` and ``--provider-opt`` in one list, in command-line order."""
@@ -224,6 +227,12 @@ def _fleet_credentials(args: argparse.Namespace, out: TextIO, plugins: Iterable[
     from mcr.rest.config import load_config
 
     def body() -> int:
+        if args.token_seconds < MIN_TOKEN_SECONDS:
+            raise UsageError(
+                f"--token-seconds must be at least {MIN_TOKEN_SECONDS}, not {args.token_seconds}"
+            )
+        if (args.hub_kubeconfig or args.hub_context) and not args.apply:
+            raise UsageError("--hub-kubeconfig and --hub-context choose where --apply writes: pass --apply")
         name = _app_name(args)
         derived = _rules(args, with_provider=True)
         try:
