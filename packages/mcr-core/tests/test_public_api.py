@@ -19,9 +19,10 @@ EXPECTED = {
     "ConflictError", "Controller", "ForbiddenError", "GoneError", "InvalidError",
     "LeaderElectionLostError", "MCRError", "Manager", "NoKindMatchError", "NotFoundError", "Provider",
     "ProviderRunnable", "Reconciler", "Request", "RestConfig", "Result", "TerminalError",
-    "TooManyRequestsError", "TransportError", "UnauthorizedError", "__version__",
+    "TooManyRequestsError", "TransportError", "UnauthorizedError", "WebhookServer", "__version__",
     "controller_managed_by", "current_cluster", "handler", "is_already_exists", "is_conflict",
     "is_gone", "is_not_found", "load_config", "load_config_async", "predicate", "providers", "run", "source",
+    "webhook", "webhook_managed_by",
 }  # fmt: skip
 
 
@@ -36,7 +37,7 @@ def test_every_exported_name_resolves() -> None:
 
 
 def test_submodules_are_modules() -> None:
-    for name in ("handler", "predicate", "providers", "source"):
+    for name in ("handler", "predicate", "providers", "source", "webhook"):
         assert isinstance(getattr(mcr, name), types.ModuleType)
 
 

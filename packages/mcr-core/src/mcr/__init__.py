@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from mcr import handler, predicate, providers, source
+from mcr import handler, predicate, providers, source, webhook
 from mcr._version import __version__
 from mcr.builder import Builder, controller_managed_by
 from mcr.client import Client
@@ -43,6 +43,7 @@ from mcr.reconcile import Reconciler, Request, Result, current_cluster
 from mcr.rest.config import RestConfig, load_config, load_config_async
 from mcr.rest.kinds import GVK, GVR
 from mcr.runner import run
+from mcr.webhook import WebhookServer, webhook_managed_by
 
 __all__ = [
     "GVK",
@@ -79,6 +80,7 @@ __all__ = [
     "TooManyRequestsError",
     "TransportError",
     "UnauthorizedError",
+    "WebhookServer",
     "__version__",
     "controller_managed_by",
     "current_cluster",
@@ -93,6 +95,8 @@ __all__ = [
     "providers",
     "run",
     "source",
+    "webhook",
+    "webhook_managed_by",
 ]
 
 # Public classes report their public module in tracebacks, reprs and docs.
