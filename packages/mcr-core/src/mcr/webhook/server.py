@@ -51,7 +51,8 @@ class WebhookServer:
     ``ca_file``: the CA that API servers trust as ``caBundle`` (default: the certificate file).
     When the CA changes, every engaged cluster's configurations get a bundle holding the new and
     the previous CA, and only after those writes (plus ``rotation_delay`` seconds for API servers
-    to see them) does the server present the new certificate, so admissions keep succeeding.
+    to see them) does the server present the new certificate, so admissions keep succeeding. A
+    cluster whose write has not succeeded within 30 s does not hold the rotation back.
 
     ``host``/``port`` (``0``: an ephemeral port) is where it listens. API servers reach it at
     ``url`` (default ``https://<host>:<bound port>``) or through ``service``
