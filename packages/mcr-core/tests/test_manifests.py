@@ -130,6 +130,16 @@ def test_fleet_rbac_is_what_the_controllers_do_in_fleet_clusters() -> None:
     ]
 
 
+def test_namespace_provider_gets_the_fleet_rules_in_the_hub() -> None:
+    # Its clusters are the hub's own namespaces: the controllers' rules are needed there.
+    objects = _objects(_mcr("manifests", "app.py", "--provider", "namespace").stdout)
+    assert _one(objects, "ClusterRole")["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": READ},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ALL},
+    ]
+
+
 APP = '''
 import mcr
 from mcr import rbac

@@ -179,7 +179,7 @@ def _dump(objects: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def _manifests(args: argparse.Namespace, out: TextIO, plugins: Iterable[object]) -> int:
-    from mcr.rbac.manifests import DEFAULT_IMAGE, Deployment, hub_objects, lease_rules
+    from mcr.rbac.manifests import DEFAULT_IMAGE, Deployment, hub_objects, lease_rules, place_fleet_in_hub
 
     def body() -> int:
         if args.replicas < 1:
@@ -201,7 +201,8 @@ def _manifests(args: argparse.Namespace, out: TextIO, plugins: Iterable[object])
             graceful_shutdown_timeout=args.graceful_shutdown_timeout,
         )
         leases = lease_rules(namespace, leader_elect=args.leader_elect, shard=args.shard)
-        _dump(hub_objects(deployment, [*derived.rules, *provider_needs, *leases]), out)
+        rules = place_fleet_in_hub([*derived.rules, *provider_needs, *leases])
+        _dump(hub_objects(deployment, rules), out)
         return 0
 
     return _guarded("manifests", body)

@@ -18,7 +18,11 @@ def mcr_register_providers(register: RegisterProvider) -> None:
 
 @hookimpl
 def mcr_provider_rbac(name: str, options: Mapping[str, Sequence[str]]) -> list[dict[str, Any]] | None:
-    """Reading the Namespaces of the host cluster (its clusters' own objects are the controllers' rules)."""
+    """Reading the Namespaces of the host cluster; its clusters are namespaces of the host, so the
+    controllers' fleet rules are granted there too (``fleetInHub``)."""
     if name != "namespace":
         return None
-    return [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}]
+    return [
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+        {"fleetInHub": True},
+    ]

@@ -50,6 +50,8 @@ class MCRHookSpecs:
         registers and returns ``None`` for the others. Each rule is a Kubernetes PolicyRule
         (``apiGroups``, ``resources``, ``verbs``, optionally ``resourceNames``) plus an optional
         ``namespace``: a rule with one is granted by a Role in that namespace, one without by
-        the ClusterRole. A provider that needs nothing returns ``[]``. Raises ``ValueError``
+        the ClusterRole. The entry ``{"fleetInHub": True}`` says the provider's clusters are views
+        of the hub itself: the controllers' fleet rules are granted in the hub too. A provider
+        that needs nothing returns ``[]``. Raises ``ValueError``
         naming the option when the options do not say enough (e.g. a missing namespace).
         """

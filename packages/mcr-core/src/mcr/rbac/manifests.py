@@ -16,6 +16,7 @@ from mcr.rbac.rules import Rule, merge
 
 __all__ = [
     "DEFAULT_IMAGE",
+    "FLEET_IN_HUB",
     "HEALTH_PORT",
     "METRICS_PORT",
     "Deployment",
@@ -23,6 +24,7 @@ __all__ = [
     "fleet_objects",
     "hub_objects",
     "lease_rules",
+    "place_fleet_in_hub",
     "provider_rules",
 ]
 
@@ -129,8 +131,39 @@ def provider_rules(hook: Any, provider: Provider) -> list[Rule] | None:
         for i, d in enumerate(answer):
             if not isinstance(d, Mapping):
                 raise ValueError(f"provider {provider.name!r}: RBAC rule {i} is {d!r}, not a mapping")
+            if d.get(FLEET_IN_HUB) is True:
+                if len(d) != 1:
+                    raise ValueError(
+                        f"provider {provider.name!r}: RBAC rule {i}: {FLEET_IN_HUB} stands alone"
+                    )
+                out.append(_FLEET_IN_HUB)
+                continue
             out.append(Rule.from_policy(d, where=f"provider {provider.name!r}: RBAC rule {i}"))
     return out
+
+
+FLEET_IN_HUB = "fleetInHub"
+"""The key of the hook answer ``{"fleetInHub": True}``: the provider's clusters are views of the
+hub itself (the namespace provider's namespaces), so the controllers' fleet rules are granted in
+the hub."""
+
+# What provider_rules returns for {"fleetInHub": True} (see place_fleet_in_hub): a rule that
+# grants nothing, should it ever reach a role.
+_MARK = "mcr.fleet-in-hub"
+_FLEET_IN_HUB = Rule((_MARK,), (_MARK,), (_MARK,), None, "fleet")
+
+
+def place_fleet_in_hub(rules: Sequence[Rule]) -> list[Rule]:
+    """``rules`` for the hub when a provider answered ``{"fleetInHub": True}``: every fleet rule
+    is also granted in the hub; without such an answer, ``rules`` as they are."""
+    if _FLEET_IN_HUB not in rules:
+        return list(rules)
+    kept = [r for r in rules if r != _FLEET_IN_HUB]
+    return kept + [
+        Rule(r.api_groups, r.resources, r.verbs, r.namespace, "hub", r.resource_names)
+        for r in kept
+        if r.on == "fleet"
+    ]
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
