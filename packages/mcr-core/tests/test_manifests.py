@@ -225,6 +225,19 @@ def test_fleet_credentials_bad_input_is_one_line(args: list[str], message: str) 
     assert message in line, line
 
 
+def test_fleet_credentials_for_an_app_without_fleet_watches_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "hub_only.py").write_text(
+        "import mcr\n\n\ndef setup(mgr):\n    async def reconcile(req):\n        return None\n\n"
+        "    mcr.controller_managed_by(mgr).named('n')"
+        ".watches('v1/Node', engage_with_provider_clusters=False).complete(reconcile)\n"
+    )
+    proc = _mcr("fleet-credentials", "hub_only.py", "--secret-namespace", "fleet", cwd=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        "mcr fleet-credentials: hub_only.py's controllers watch no fleet cluster: there is nothing to grant"
+    )
+
+
 def test_app_without_setup_is_refused(tmp_path: Path) -> None:
     (tmp_path / "empty.py").write_text("X = 1\n")
     proc = _mcr("fleet-rbac", "empty.py", cwd=tmp_path, check=False)

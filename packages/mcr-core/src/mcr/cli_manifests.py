@@ -236,6 +236,8 @@ def _fleet_credentials(args: argparse.Namespace, out: TextIO, plugins: Iterable[
             raise UsageError("--hub-kubeconfig and --hub-context choose where --apply writes: pass --apply")
         name = _app_name(args)
         derived = _rules(args, with_provider=True)
+        if not derived.on("fleet"):
+            raise UsageError(f"{args.app}'s controllers watch no fleet cluster: there is nothing to grant")
         try:
             config = load_config(args.kubeconfig, context=args.context)
         except Exception as exc:  # noqa: BLE001 -- a bad kubeconfig or context: bad input

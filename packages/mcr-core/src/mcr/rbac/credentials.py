@@ -52,9 +52,10 @@ async def issue(
     """Set up ServiceAccount ``namespace/name`` in the cluster of ``config`` with the fleet side of
     ``rules`` (a ClusterRole and Roles named ``name``, bound to it) and issue a token.
 
-    Repeating the call updates the roles to ``rules`` and issues a fresh token (earlier tokens stay
-    valid until they expire). API errors propagate (e.g. :class:`~mcr.errors.ForbiddenError` when
-    ``config``'s user may not create roles). The token is never logged.
+    Repeating the call applies the roles again with ``rules`` and issues a fresh token (earlier
+    tokens stay valid until they expire; a Role no longer among the rules is left in place).
+    API errors propagate (e.g. :class:`~mcr.errors.ForbiddenError` when ``config``'s user may not
+    create roles). The token is never logged.
     """
     subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
     objects: list[dict[str, Any]] = [

@@ -32,7 +32,9 @@ class PlanningManager(Manager):
     """A manager that records what is added to it; built to be inspected, never started.
 
     ``with_provider``: whether it looks like a manager with a provider (controllers built with
-    the builder then engage provider clusters by default, as under ``mcr run --provider``).
+    the builder then engage provider clusters by default, as under ``mcr run --provider``). The
+    provider is a stand-in without clusters, and the local cluster is never contacted: a
+    ``setup`` that needs a particular provider type or reads a cluster cannot be read this way.
     """
 
     def __init__(self, *, with_provider: bool) -> None:
