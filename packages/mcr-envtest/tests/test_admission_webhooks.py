@@ -5,6 +5,7 @@ test's own over HTTPS."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from mcr.testing import eventually
 
 from .conftest import Raw
 from .webhook_server import Hooks, sleep_then_allow
@@ -279,6 +282,7 @@ async def test_failure_policy_on_timeout(raw: Raw, hooks: Hooks, ns: str) -> Non
 
     hooks.behaviour["/slow-fail"] = slow
     hooks.behaviour["/slow-ignore"] = slow
+    hooks.behaviour["/slow-hold"] = slow
     await install(
         raw,
         VWC,
@@ -301,6 +305,15 @@ async def test_failure_policy_on_timeout(raw: Raw, hooks: Hooks, ns: str) -> Non
                 failurePolicy="Ignore",
                 objectSelector={"matchLabels": {"p": "ignore"}},
             ),
+            hook(
+                hooks,
+                "hold.mcr.test",
+                "/slow-hold",
+                ns,
+                timeoutSeconds=6,
+                failurePolicy="Ignore",
+                objectSelector={"matchLabels": {"p": "hold"}},
+            ),
         ],
     )
     url = f"/api/v1/namespaces/{ns}/configmaps"
@@ -310,8 +323,6 @@ async def test_failure_policy_on_timeout(raw: Raw, hooks: Hooks, ns: str) -> Non
             "POST", url + "?dryRun=All", json=cm(f"x-{uuid.uuid4().hex[:6]}", p="fail")
         )
         return status == 500
-
-    from mcr.testing import eventually
 
     await eventually(denied, timeout=30, interval=0.1, message="the failing webhook is called")
     began = time.monotonic()
@@ -329,6 +340,17 @@ async def test_failure_policy_on_timeout(raw: Raw, hooks: Hooks, ns: str) -> Non
     status, body = await raw.json("POST", url, json=cm("i", p="ignore"))
     assert status == 201, body
     assert time.monotonic() - began < 3.5
+    # a webhook call in flight holds up no other request
+    pending = asyncio.ensure_future(raw.json("POST", url, json=cm("h", p="hold")))
+    try:
+        await eventually(lambda: len(hooks.requests("/slow-hold", "h")) == 1, timeout=10, interval=0.02)
+        began = time.monotonic()
+        assert (await raw.json("GET", f"/api/v1/namespaces/{ns}"))[0] == 200
+        assert time.monotonic() - began < 2
+        assert not pending.done()
+    finally:
+        status, _ = await pending
+    assert status == 201
 
 
 async def test_unreachable_and_untrusted_webhooks(raw: Raw, hooks: Hooks, ns: str) -> None:
@@ -339,7 +361,6 @@ async def test_unreachable_and_untrusted_webhooks(raw: Raw, hooks: Hooks, ns: st
     svc["clientConfig"] = {"service": {"namespace": ns, "name": "nowhere", "path": "/svc"}}
     await install(raw, VWC, ns, [bad_ca, svc])
     url = f"/api/v1/namespaces/{ns}/configmaps"
-    from mcr.testing import eventually
 
     async def failing(p: str) -> dict[str, Any]:
         status, body = await raw.json("POST", url + "?dryRun=All", json=cm(f"x-{uuid.uuid4().hex[:6]}", p=p))
@@ -371,7 +392,6 @@ async def test_subresource_rules_and_delete_denial(raw: Raw, hooks: Hooks, ns: s
     delete_hook = hook(hooks, "delete.mcr.test", "/delete", ns, operations=("DELETE",))
     await install(raw, VWC, ns, [status_hook, delete_hook])
     _, current = await raw.json("GET", f"/api/v1/namespaces/{ns}")
-    from mcr.testing import eventually
 
     async def status_denied() -> dict[str, Any]:
         status, body = await raw.json("PUT", f"/api/v1/namespaces/{ns}/status?dryRun=All", json=current)
