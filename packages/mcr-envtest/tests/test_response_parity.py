@@ -308,3 +308,33 @@ async def test_builtin_list_items_carry_no_kind_or_api_version(raw: Raw) -> None
     assert status == 200, body
     assert body["kind"] == "ConfigMapList"
     assert all("kind" not in i and "apiVersion" not in i for i in body["items"]), body["items"]
+
+
+async def test_namespace_name_label_terminating_phase_and_empty_metadata(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    path = f"/api/v1/namespaces/{ns}"
+    status, body = await raw.json("GET", path)
+    assert body["metadata"]["labels"] == {"kubernetes.io/metadata.name": ns}, body
+    merge = {"Content-Type": "application/merge-patch+json"}
+    status, body = await raw.json(
+        "PATCH", path, headers=merge, json={"metadata": {"labels": {"kubernetes.io/metadata.name": "x"}}}
+    )
+    assert status == 200, body
+    assert body["metadata"]["labels"]["kubernetes.io/metadata.name"] == ns
+    status, body = await raw.json(
+        "PATCH", f"{path}/status", headers=merge, json={"status": {"phase": "Terminating"}}
+    )
+    assert status == 422, body
+    assert body["details"]["causes"][0]["field"] == "status.Phase", body
+    cm = {"metadata": {"name": "fin", "finalizers": ["example.com/hold"], "labels": {"a": "b"}}}
+    status, body = await raw.json("POST", f"{path}/configmaps", json=cm)
+    assert status == 201, body
+    status, body = await raw.json(
+        "PATCH",
+        f"{path}/configmaps/fin",
+        headers=merge,
+        json={"metadata": {"finalizers": [], "labels": {"a": None}}},
+    )
+    assert status == 200, body
+    assert "finalizers" not in body["metadata"], body
+    assert "labels" not in body["metadata"], body

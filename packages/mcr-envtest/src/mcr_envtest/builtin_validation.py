@@ -317,7 +317,16 @@ def _daemon_set(obj: Obj, old: Obj | None) -> list[Cause]:
     return out
 
 
+def _namespace(obj: Obj, old: Obj | None) -> list[Cause]:
+    phase = (obj.get("status") or {}).get("phase") if isinstance(obj.get("status"), dict) else None
+    if phase == "Terminating" and not (obj.get("metadata") or {}).get("deletionTimestamp"):
+        message = "Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"
+        return [_cause("FieldValueInvalid", message, "status.Phase")]
+    return []
+
+
 RULES: dict[tuple[str, str], Rule] = {
+    ("", "namespaces"): _namespace,
     ("", "services"): _service,
     ("apps", "deployments"): _workload("deployments"),
     ("apps", "replicasets"): _workload("replicasets"),

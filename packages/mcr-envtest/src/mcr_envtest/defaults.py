@@ -34,6 +34,12 @@ def apply(info: ResourceInfo, obj: Obj, old: Obj | None, now: str) -> Obj:
     for validation to report."""
     if info.is_custom:
         return apply_defaults(info, prune_unknown(info, obj))
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        # ObjectMeta omits them when empty: an update that empties one drops the field
+        for key in _OMIT_EMPTY:
+            if key in meta and not meta[key]:
+                del meta[key]
     fn = _BUILTIN.get(info.group_resource)
     if fn is not None:
         fn(obj, old or {})
@@ -56,7 +62,16 @@ def _status(obj: Obj, old: Obj) -> Obj:
     return status
 
 
+_OMIT_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
 def _namespace(obj: Obj, old: Obj) -> None:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+        labels = meta.get("labels")
+        if not isinstance(labels, dict):
+            labels = meta["labels"] = {}
+        labels["kubernetes.io/metadata.name"] = meta["name"]
     _spec(obj).setdefault("finalizers", ["kubernetes"])
     if not old:
         obj["status"] = {"phase": "Active"}

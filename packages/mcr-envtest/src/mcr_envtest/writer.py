@@ -43,18 +43,21 @@ class Writer:
     def _manager(self, manager: str | None) -> str:
         return manager or "unknown"
 
-    def check_namespace(self, info: ResourceInfo, namespace: str) -> None:
-        """404 when a namespaced object's namespace does not exist, 403 when it is terminating."""
+    def check_namespace(self, info: ResourceInfo, namespace: str, name: str = "") -> None:
+        """404 when a namespaced object's namespace does not exist, 403 (naming the object
+        ``name`` when given) when it is terminating."""
         if not info.namespaced:
             return
         ns = self.store.get("", "namespaces", "", namespace)
         if ns is None:
             raise errors.namespace_not_found(namespace)
         if (ns.get("metadata") or {}).get("deletionTimestamp"):
+            prefix = f'{info.plural} "{name}" is forbidden: ' if name else ""
             raise errors.forbidden(
-                f"unable to create new content in namespace {namespace} because it is being terminated",
+                f"{prefix}unable to create new content in namespace {namespace} "
+                "because it is being terminated",
                 info,
-                "",
+                name,
                 causes=[
                     {
                         "type": "NamespaceTerminating",
@@ -153,7 +156,7 @@ class Writer:
         causes = validation.validate_name(info, name)
         if causes:
             raise errors.invalid(info, name, causes)
-        self.check_namespace(info, namespace)
+        self.check_namespace(info, namespace, name)
         if self.store.get(info.group, info.plural, namespace, name) is not None:
             raise errors.already_exists(info, name)
         now = now_rfc3339()
@@ -361,7 +364,7 @@ class Writer:
         if created:
             if current is not None:
                 raise errors.already_exists(info, name)
-            self.check_namespace(info, namespace)
+            self.check_namespace(info, namespace, name)
         else:
             if current is None:
                 raise errors.not_found(info, name)
@@ -468,7 +471,6 @@ class Writer:
             return obj
         new = deep_copy(obj)
         new["metadata"]["deletionTimestamp"] = now_rfc3339()
-        new["metadata"]["deletionGracePeriodSeconds"] = 0
         new.setdefault("spec", {})["finalizers"] = ["kubernetes"]
         new["status"] = {"phase": "Terminating"}
         if dry_run:

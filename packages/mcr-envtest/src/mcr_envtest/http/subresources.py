@@ -166,9 +166,12 @@ async def finalize(api: Backend, ctx: Ctx) -> web.StreamResponse:
     body = await object_body(ctx)
     obj = _get_or_404(api, ctx)
     new = deep_copy(obj)
-    new["spec"] = dict(new.get("spec") or {}, finalizers=(body.get("spec") or {}).get("finalizers") or [])
+    finalizers = (body.get("spec") or {}).get("finalizers") or []
+    new["spec"] = {k: v for k, v in (new.get("spec") or {}).items() if k != "finalizers"}
+    if finalizers:  # an empty list is omitted, as upstream's NamespaceSpec does
+        new["spec"]["finalizers"] = finalizers
     api.store.commit("", "namespaces", new)
-    if not new["spec"]["finalizers"] and new["metadata"].get("deletionTimestamp"):
+    if not finalizers and new["metadata"].get("deletionTimestamp"):
         api.writer.finish_namespace(ctx.name)
     return render_object(ctx, new)
 
