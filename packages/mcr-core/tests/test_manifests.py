@@ -130,6 +130,24 @@ def test_fleet_rbac_is_what_the_controllers_do_in_fleet_clusters() -> None:
     ]
 
 
+def test_composed_providers_each_add_their_rules_and_arguments() -> None:
+    objects = _objects(
+        _mcr(
+            "manifests", "app.py", "--provider", "prod=kubeconfig", "--provider-opt", "namespace=a",
+            "--provider", "stage=kubeconfig", "--provider-opt", "namespace=b",
+        ).stdout
+    )  # fmt: skip
+    for namespace in ("a", "b"):
+        assert _one(objects, "Role", namespace)["rules"] == [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": READ}
+        ]
+    (container,) = _one(objects, "Deployment", "app-system")["spec"]["template"]["spec"]["containers"]
+    assert container["args"][2:10] == [
+        "--provider", "prod=kubeconfig", "--provider-opt", "namespace=a",
+        "--provider", "stage=kubeconfig", "--provider-opt", "namespace=b",
+    ]  # fmt: skip
+
+
 def test_namespace_provider_gets_the_fleet_rules_in_the_hub() -> None:
     # Its clusters are the hub's own namespaces: the controllers' rules are needed there.
     objects = _objects(_mcr("manifests", "app.py", "--provider", "namespace").stdout)
