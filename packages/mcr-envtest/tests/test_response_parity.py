@@ -338,3 +338,19 @@ async def test_namespace_name_label_terminating_phase_and_empty_metadata(raw: Ra
     assert status == 200, body
     assert "finalizers" not in body["metadata"], body
     assert "labels" not in body["metadata"], body
+
+
+async def test_secret_with_bad_base64_and_selector_pages_without_count(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    bad = {"metadata": {"name": "bad"}, "data": {"user": "not base64!"}}
+    status, body = await raw.json("POST", f"/api/v1/namespaces/{ns}/secrets", json=bad)
+    assert status == 400, body
+    assert body["message"].endswith("illegal base64 data at input byte 3"), body
+    for name in ("a", "b", "c"):
+        cm = {"metadata": {"name": name, "labels": {"paged": "yes"}}}
+        status, body = await raw.json("POST", f"/api/v1/namespaces/{ns}/configmaps", json=cm)
+        assert status == 201, body
+    status, body = await raw.json("GET", f"/api/v1/namespaces/{ns}/configmaps?labelSelector=paged&limit=2")
+    assert status == 200, body
+    assert body["metadata"]["continue"], body
+    assert "remainingItemCount" not in body["metadata"], body

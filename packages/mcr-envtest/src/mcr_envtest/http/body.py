@@ -138,9 +138,35 @@ def check_type(ctx: Ctx, body: dict[str, Any]) -> None:
             if av and av != info.api_version
             else f"the kind in the data ({kind}) does not match the expected kind ({info.kind})"
         )
+    if info.group_resource == ("", "secrets") and isinstance(body.get("data"), dict):
+        for value in body["data"].values():
+            at = _bad_base64_at(value) if isinstance(value, str) else None
+            if at is not None:
+                raise errors.bad_request(
+                    'Secret in version "v1" cannot be handled as a Secret: '
+                    f"illegal base64 data at input byte {at}"
+                )
     meta = body.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise errors.bad_request("metadata must be an object")
+
+
+_B64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def _bad_base64_at(text: str) -> int | None:
+    """Where Go's padded standard base64 decoder gives up on ``text`` (None when it decodes)."""
+    raw = text.replace("\r", "").replace("\n", "").encode()
+    body = raw.rstrip(b"=")
+    pad = len(raw) - len(body)
+    for i, c in enumerate(body):
+        if c not in _B64:
+            return i
+    if pad > 2 or len(raw) % 4:
+        return len(raw) - len(raw) % 4 if len(raw) % 4 else len(body)
+    if pad and len(body) % 4 == 1:
+        return len(body) - 1
+    return None
 
 
 def dry_run(ctx: Ctx) -> bool:

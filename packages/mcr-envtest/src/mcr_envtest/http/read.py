@@ -253,7 +253,8 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
     meta_out: dict[str, Any] = {"resourceVersion": rv_s}
     if next_token:
         meta_out["continue"] = next_token
-        meta_out["remainingItemCount"] = remaining
+        if not q.get("labelSelector") and not q.get("fieldSelector"):
+            meta_out["remainingItemCount"] = remaining  # upstream counts only unfiltered lists
     if ctx.output == "pom":
         return json_response(
             {
