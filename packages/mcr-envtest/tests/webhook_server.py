@@ -78,8 +78,10 @@ class Hooks:
             if fn is not None:
                 answer = await fn(req)
         response = {"uid": req["uid"], "allowed": True, **answer}
-        return web.json_response(
-            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+        return _closing(
+            web.json_response(
+                {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+            )
         )
 
     async def _convert(self, request: web.Request) -> web.Response:
@@ -92,8 +94,10 @@ class Hooks:
         else:
             response["result"] = {"status": "Success"}
             response["convertedObjects"] = [self.convert(o, req["desiredAPIVersion"]) for o in req["objects"]]
-        return web.json_response(
-            {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}
+        return _closing(
+            web.json_response(
+                {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}
+            )
         )
 
     async def active(self, raw: Any, namespace: str, paths: list[str]) -> None:
@@ -107,6 +111,13 @@ class Hooks:
             return all(self.requests(p, name) for p in paths)
 
         await eventually(called, timeout=30, interval=0.1, message=f"webhooks {paths} are called")
+
+
+def _closing(resp: web.Response) -> web.Response:
+    """No keep-alive: a kube-apiserver holds no connection to the server past the answer, so
+    closing the server leaves no socket behind."""
+    resp.force_close()
+    return resp
 
 
 async def sleep_then_allow(seconds: float) -> dict[str, Any]:
