@@ -9,6 +9,8 @@ import hashlib
 import uuid
 from typing import Any
 
+from mcr.testing import eventually
+
 from .conftest import Raw, crd_served
 
 AGG = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
@@ -354,3 +356,37 @@ async def test_secret_with_bad_base64_and_selector_pages_without_count(raw: Raw)
     assert status == 200, body
     assert body["metadata"]["continue"], body
     assert "remainingItemCount" not in body["metadata"], body
+
+
+async def test_cluster_role_aggregation_fills_and_refills_rules(raw: Raw) -> None:
+    run = uuid.uuid4().hex[:8]
+    roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+    agg = {
+        "metadata": {"name": f"agg-{run}"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"agg-test": run}}]},
+    }
+    status, body = await raw.json("POST", roles, json=agg)
+    assert status == 201, body
+    assert body["rules"] is None, body
+    rule = {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}
+    part = {"metadata": {"name": f"agg-part-{run}", "labels": {"agg-test": run}}, "rules": [rule]}
+    status, body = await raw.json("POST", roles, json=part)
+    assert status == 201, body
+
+    async def rules() -> Any:
+        status, body = await raw.json("GET", f"{roles}/agg-{run}")
+        assert status == 200, body
+        return body["rules"]
+
+    async def filled() -> bool:
+        return await rules() == [rule]
+
+    await eventually(filled, timeout=20, interval=0.05, message="the aggregated rules")
+    status, body = await raw.json("DELETE", f"{roles}/agg-part-{run}")
+    assert status == 200, body
+
+    async def emptied() -> bool:
+        return not await rules()
+
+    await eventually(emptied, timeout=20, interval=0.05, message="the aggregated rules emptied")
+    await raw.json("DELETE", f"{roles}/agg-{run}")

@@ -324,7 +324,13 @@ def _api_service(obj: Obj, old: Obj) -> None:
         }
 
 
+def _rules(obj: Obj, old: Obj) -> None:
+    obj.setdefault("rules", None)  # upstream's Role and ClusterRole always carry rules, null when unset
+
+
 _BUILTIN: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
+    ("rbac.authorization.k8s.io", "roles"): _rules,
+    ("rbac.authorization.k8s.io", "clusterroles"): _rules,
     NS: _namespace,
     ("", "services"): _service,
     ("", "pods"): _pod,

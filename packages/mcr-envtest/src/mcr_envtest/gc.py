@@ -1,4 +1,5 @@
-"""Background controllers: ownerReference garbage collection, namespace termination, CRD cleanup.
+"""Background controllers: ownerReference garbage collection, namespace termination, CRD cleanup,
+ClusterRole aggregation.
 
 The :class:`Collector` listens to every committed store event and queues work; a single task
 drains the queue in the server's loop. ``owner_gc=False`` switches ownerReference collection off
@@ -15,6 +16,7 @@ from typing import Any
 
 from . import errors
 from .resources import ResourceInfo
+from .schema.default_roles import labels_match
 from .store import Event
 from .write_rules import deep_copy
 from .writer import CRD_FINALIZER, Writer
@@ -23,6 +25,8 @@ __all__ = ["Collector"]
 
 log = logging.getLogger(__name__)
 CRD_GR = ("apiextensions.k8s.io", "customresourcedefinitions")
+RBAC = "rbac.authorization.k8s.io"
+AGGREGATOR = "clusterrole-aggregation-controller"
 
 Work = tuple[str, Any]
 
@@ -72,6 +76,10 @@ class Collector:
     def _on_event(self, ev: Event) -> None:
         meta = ev.obj.get("metadata") or {}
         gr = (ev.group, ev.resource)
+        if gr == (RBAC, "clusterroles"):
+            before = ((ev.prev or {}).get("metadata") or {}).get("labels") or {}
+            labels = (before, meta.get("labels") or {})
+            self._put(("agg", (ev.name, tuple(tuple(sorted(ls.items())) for ls in labels))))
         if ev.type == "DELETED":
             uid = meta.get("uid")
             if uid and self.owner_gc and self.store.dependents(uid):
@@ -135,6 +143,33 @@ class Collector:
             self._namespace(arg)
         elif kind == "crd":
             self._crd(arg)
+        elif kind == "agg":
+            self._aggregate(arg)
+
+    def _aggregate(self, arg: tuple[str, tuple[tuple[tuple[str, Any], ...], ...]]) -> None:
+        """Refill the rules of every aggregating ClusterRole that selected or selects the changed
+        role (labels before and after), or is it: the rules of the roles its selectors match, by
+        role name, without repeats."""
+        changed, label_sets = arg
+        roles = sorted(self.store.list_objects(RBAC, "clusterroles"), key=lambda r: r["metadata"]["name"])
+        info = self._info(RBAC, "clusterroles")
+        for role in roles:
+            selectors = (role.get("aggregationRule") or {}).get("clusterRoleSelectors") or []
+            name = role["metadata"]["name"]
+            if not selectors or (
+                name != changed and not any(labels_match(s, dict(ls)) for s in selectors for ls in label_sets)
+            ):
+                continue
+            rules: list[Any] = []
+            for other in roles:
+                labels = other["metadata"].get("labels") or {}
+                if other is not role and any(labels_match(s, labels) for s in selectors):
+                    rules.extend(r for r in other.get("rules") or () if r not in rules)
+            if rules != (role.get("rules") or []) and info is not None:
+                new = deep_copy(role)
+                new["rules"] = rules
+                with contextlib.suppress(errors.StatusError):
+                    self.writer.update(info, new, "", name, manager=AGGREGATOR)
 
     def _collect_dependents(self, owner_uid: str) -> None:
         for group, resource, ns, name in self.store.dependents(owner_uid):
