@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from mcr_envtest import ServerThread
+from mcr_envtest import ServerThread, errors
 from mcr_envtest.resources import Registry
 from mcr_envtest.strategic import strategic_merge
 
@@ -98,7 +98,6 @@ def test_directives() -> None:
     [
         {"spec": {"containers": [{"image": "no-name"}]}},
         {"spec": {"containers": ["not-an-object"]}},
-        {"metadata": {"$patch": "explode"}},
         {"$unknownDirective": 1},
         {"metadata": {"$retainKeys": "name"}},
     ],
@@ -106,6 +105,16 @@ def test_directives() -> None:
 def test_malformed_patches_raise(patch: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"."):
         strategic_merge(POD, ORIGINAL, patch)
+
+
+def test_unknown_patch_type_is_an_internal_error_as_upstream() -> None:
+    patch = {"spec": {"containers": [{"name": "c", "$patch": "explode", "ports": [{"containerPort": 80}]}]}}
+    with pytest.raises(errors.StatusError) as caught:
+        strategic_merge(POD, ORIGINAL, patch)
+    assert caught.value.code == 500
+    assert caught.value.message == (
+        "unknown patch type: explode in map: map[$patch:explode name:c ports:[map[containerPort:80]]]"
+    )
 
 
 def test_strategic_patch_through_the_official_client(apiserver: ServerThread) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from . import errors
 from ._fieldpath import item_schema as _items
 from ._fieldpath import sub_schema
 from .schema import builtin
@@ -35,7 +36,8 @@ def strategic_merge(info: ResourceInfo, original: dict[str, Any], patch: dict[st
     """Return a new object: ``original`` with the strategic merge ``patch`` applied.
 
     ``original`` is not modified. Raises ValueError for a malformed patch (not an object, an
-    unknown directive, a merge-list item without its merge key, wrong directive value types).
+    unknown ``$``-key, a merge-list item without its merge key, wrong directive value types), and
+    StatusError 500 for an unknown ``$patch`` value in a map, as kube-apiserver answers it.
     """
     if not isinstance(patch, dict):
         raise ValueError("a strategic merge patch must be a JSON object")
@@ -58,6 +60,19 @@ def _list_meta(schema: dict[str, Any] | None) -> tuple[bool, str | None]:
     return "merge" in strategy.split(","), key if isinstance(key, str) else None
 
 
+def _go_value(value: Any) -> str:
+    """``value`` as Go's ``%v`` prints a decoded JSON value (maps with sorted keys)."""
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_value(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(_go_value(v) for v in value) + "]"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def _where(path: str) -> str:
     return path or "<root>"
 
@@ -69,8 +84,10 @@ def _merge_map(original: Any, patch: dict[str, Any], schema: dict[str, Any] | No
             return _clean({k: v for k, v in patch.items() if k != _PATCH}, schema, path)
         if directive == "delete":
             return _DELETE
-        if directive != "merge":
-            raise ValueError(f"{_where(path)}: unknown patch directive {_PATCH}: {directive!r}")
+        if directive != "merge":  # upstream fails this as an internal error (500)
+            raise errors.StatusError(
+                500, "", f"unknown patch type: {_go_value(directive)} in map: {_go_value(patch)}"
+            )
     result: dict[str, Any] = copy.deepcopy(original) if isinstance(original, dict) else {}
     retain = patch.get(_RETAIN)
     if retain is not None and not (isinstance(retain, list) and all(isinstance(k, str) for k in retain)):
