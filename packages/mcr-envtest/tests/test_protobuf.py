@@ -260,6 +260,7 @@ def normalized(obj: dict[str, Any]) -> dict[str, Any]:
     md = out.get("metadata") or {}
     for key in ("name", "uid", "resourceVersion", "creationTimestamp", "managedFields"):
         md.pop(key, None)
+    (md.get("labels") or {}).pop("kubernetes.io/metadata.name", None)  # a namespace's name
     spec = out.get("spec") or {}
     for key in ("clusterIP", "clusterIPs"):
         spec.pop(key, None)

@@ -390,3 +390,19 @@ async def test_cluster_role_aggregation_fills_and_refills_rules(raw: Raw) -> Non
 
     await eventually(emptied, timeout=20, interval=0.05, message="the aggregated rules emptied")
     await raw.json("DELETE", f"{roles}/agg-{run}")
+
+
+async def test_array_body_is_an_unrecognized_object(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    status, body = await raw.json(
+        "POST",
+        f"/api/v1/namespaces/{ns}/configmaps",
+        data=b"[1,2]",
+        headers={"Content-Type": "application/json"},
+    )
+    assert status == 400, body
+    assert body["message"].startswith(
+        "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; "
+        "json parse error: json: cannot unmarshal array into Go value of type struct"
+    ), body
+    assert body["message"].endswith(" (5b312c325d)"), body

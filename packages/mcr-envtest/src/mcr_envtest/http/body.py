@@ -100,6 +100,15 @@ async def object_body(ctx: Ctx) -> dict[str, Any]:
                 "couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
             )
         body = decode(data, ctype)
+        go_type = _GO_JSON_TYPES.get(type(body))
+        if go_type and not ctx.info.is_custom and ctype == "application/json":
+            raise errors.bad_request(
+                f"the object provided is unrecognized (must be of type {ctx.info.kind}): "
+                f"couldn't get version/kind; json parse error: json: cannot unmarshal {go_type} into Go "
+                'value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+                'Kind string "json:\\"kind,omitempty\\"" } '
+                f"({_summary(data)})"
+            )
     if not isinstance(body, dict):
         raise errors.bad_request("the request body must be a JSON object")
     check_type(ctx, body)
@@ -107,6 +116,16 @@ async def object_body(ctx: Ctx) -> dict[str, Any]:
 
 
 _BUILTIN_GVKS = frozenset(i.gvk for i in BUILTINS)
+_GO_JSON_TYPES: dict[type, str] = {list: "array", str: "string", bool: "bool", int: "number", float: "number"}
+
+
+def _summary(data: bytes, limit: int = 30) -> str:
+    """A request body as kube-apiserver quotes it in a decode error: JSON objects as text, the
+    rest as hex, cut after ``limit`` bytes."""
+    head, more = data[:limit], " ..." if len(data) > limit else ""
+    if data[:1] == b"{":
+        return head.decode(errors="replace") + more
+    return head.hex() + more
 
 
 def _not_handled(ctx: Ctx, av: str, kind: str) -> str:
