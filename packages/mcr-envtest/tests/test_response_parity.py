@@ -406,3 +406,19 @@ async def test_array_body_is_an_unrecognized_object(raw: Raw) -> None:
         "json parse error: json: cannot unmarshal array into Go value of type struct"
     ), body
     assert body["message"].endswith(" (5b312c325d)"), body
+
+
+async def test_failing_json_patch_is_a_bare_422(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    cm = {"metadata": {"name": "jp"}, "data": {"k": "v"}}
+    status, body = await raw.json("POST", f"/api/v1/namespaces/{ns}/configmaps", json=cm)
+    assert status == 201, body
+    status, body = await raw.json(
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/configmaps/jp",
+        json=[{"op": "test", "path": "/data/k", "value": "other"}],
+        headers={"Content-Type": "application/json-patch+json"},
+    )
+    assert status == 422, body
+    assert body["message"] == "the server rejected our request due to an error in our request", body
+    assert body["details"] == {}, body

@@ -225,9 +225,13 @@ async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
             new = strategic.strategic_merge(info, base, patch)
     except errors.StatusError:
         raise
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        # upstream says no more than this (with empty details) for a JSON patch that fails to apply
         raise errors.StatusError(
-            422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+            details=errors.EMPTY_DETAILS,
         ) from None
     except (ValueError, TypeError, KeyError) as exc:
         raise errors.bad_request(
