@@ -422,3 +422,22 @@ async def test_failing_json_patch_is_a_bare_422(raw: Raw) -> None:
     assert status == 422, body
     assert body["message"] == "the server rejected our request due to an error in our request", body
     assert body["details"] == {}, body
+
+
+async def test_apply_refusals_name_the_options_and_conflicts_no_object(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    path = f"/api/v1/namespaces/{ns}/configmaps/ap"
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ap"}, "data": {"k": "a"}}
+    status, body = await raw.json("PATCH", path, json=cm, headers=apply)
+    assert status == 422, body
+    assert body["details"]["kind"] == "PatchOptions", body
+    assert body["message"].startswith('PatchOptions.meta.k8s.io "" is invalid: fieldManager'), body
+    status, body = await raw.json("PATCH", f"{path}?fieldManager=one", json=cm, headers=apply)
+    assert status == 201, body
+    cm["data"] = {"k": "b"}
+    status, body = await raw.json("PATCH", f"{path}?fieldManager=two", json=cm, headers=apply)
+    assert status == 409, body
+    assert body["details"] == {
+        "causes": [{"reason": "FieldManagerConflict", "message": 'conflict with "one"', "field": ".data.k"}]
+    }, body

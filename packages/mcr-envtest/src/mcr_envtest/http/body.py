@@ -29,6 +29,7 @@ __all__ = [
     "field_validation",
     "merge_patch",
     "object_body",
+    "options_invalid",
     "read_body",
     "storage_info",
     "warn",
@@ -208,6 +209,22 @@ def dry_run(ctx: Ctx) -> bool:
 
 
 _OPTIONS = {"PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
+
+
+def options_invalid(ctx: Ctx, reason: str, field: str, message: str) -> errors.StatusError:
+    """kube-apiserver's 422 for an invalid query parameter: the request's options kind
+    (``PatchOptions.meta.k8s.io`` for a PATCH, ...) is what is invalid."""
+    options = _OPTIONS.get(ctx.request.method, "CreateOptions")
+    return errors.StatusError(
+        422,
+        "Invalid",
+        f'{options}.meta.k8s.io "" is invalid: {field}: {message}',
+        details={
+            "group": "meta.k8s.io",
+            "kind": options,
+            "causes": [{"reason": reason, "message": message, "field": field}],
+        },
+    )
 
 
 def field_manager(ctx: Ctx) -> str:

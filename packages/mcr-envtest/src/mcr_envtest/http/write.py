@@ -33,6 +33,7 @@ from .body import (
     field_validation,
     merge_patch,
     object_body,
+    options_invalid,
     read_body,
     storage_info,
     warn,
@@ -130,16 +131,8 @@ def _rule_warnings(info: ResourceInfo, obj: dict[str, Any]) -> list[str]:
 
 def _reject_force(ctx: Ctx) -> None:
     if "force" in ctx.query:
-        raise errors.invalid(
-            ctx.info,
-            ctx.name,
-            [
-                {
-                    "type": "FieldValueForbidden",
-                    "field": "force",
-                    "message": "Forbidden: may not be specified for non-apply patch",
-                }
-            ],
+        raise options_invalid(
+            ctx, "FieldValueForbidden", "force", "Forbidden: may not be specified for non-apply patch"
         )
 
 
@@ -267,16 +260,8 @@ async def _apply(
 ) -> web.StreamResponse:
     fm = ctx.query.get("fieldManager")
     if not fm:
-        raise errors.invalid(
-            info,
-            ctx.name,
-            [
-                {
-                    "type": "FieldValueRequired",
-                    "field": "fieldManager",
-                    "message": "Required value: is required for apply patch",
-                }
-            ],
+        raise options_invalid(
+            ctx, "FieldValueRequired", "fieldManager", "Required value: is required for apply patch"
         )
     if not isinstance(patch, dict):
         raise errors.bad_request("apply patch must be a YAML or JSON object")
@@ -315,12 +300,7 @@ async def _apply(
             409,
             "Conflict",
             exc.message,
-            details={
-                "name": ctx.name,
-                "kind": info.plural,
-                "causes": exc.causes,
-                **({"group": info.group} if info.group else {}),
-            },
+            details={"causes": exc.causes},  # upstream names no object here
         ) from None
     except ValueError as exc:
         raise errors.bad_request(str(exc)) from None
