@@ -25,7 +25,7 @@ from typing import Any, TextIO
 import yaml
 
 from mcr.cli_providers import UsageError, parse_specs, resolve
-from mcr.cli_run import load_app
+from mcr.cli_run import ProviderItem, load_app
 
 __all__ = ["add_manifests_parsers"]
 
@@ -33,24 +33,13 @@ MIN_TOKEN_SECONDS = 600
 """The shortest token Kubernetes issues through TokenRequest."""
 
 
-class _ProviderItem(argparse.Action):
-    """Keeps ``--provider`` and ``--provider-opt`` in one list, in command-line order."""
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, opt: str | None = None
-    ) -> None:
-        items = list(getattr(ns, "provider_items", None) or [])
-        items.append(("provider" if self.dest == "provider" else "opt", str(value)))
-        ns.provider_items = items
-
-
 def _common(p: argparse.ArgumentParser, *, providers: bool) -> None:
     p.add_argument("app", metavar="APP", help="app.py or pkg.module; defines setup(mgr)")
     p.add_argument("--name", help="name of the ServiceAccount and roles (default: the app's name)")
     p.add_argument("--events", action="store_true", help="grant writing Events (the event recorder)")
     if providers:
-        p.add_argument("--provider", action=_ProviderItem, metavar="[MEMBER=]NAME", help="as for mcr run")
-        p.add_argument("--provider-opt", action=_ProviderItem, metavar="KEY=VALUE", help="as for mcr run")
+        p.add_argument("--provider", action=ProviderItem, metavar="[MEMBER=]NAME", help="as for mcr run")
+        p.add_argument("--provider-opt", action=ProviderItem, metavar="KEY=VALUE", help="as for mcr run")
 
 
 def add_manifests_parsers(sub: Any) -> None:

@@ -40,15 +40,16 @@ from mcr.cli_providers import (
     resolve,
 )
 
-__all__ = ["add_run_parser", "run_command"]
+__all__ = ["ProviderItem", "add_run_parser", "load_app", "run_command"]
 
 log = logging.getLogger("mcr.run")
 
 DEFAULT_DEV_CLUSTERS = 2
 
 
-class _ProviderItem(argparse.Action):
-    """Keeps ``--provider`` and ``--provider-opt`` in one list, in command-line order."""
+class ProviderItem(argparse.Action):
+    """Keeps ``--provider`` and ``--provider-opt`` in one list (``provider_items``), in command-line
+    order; ``mcr run`` and ``mcr manifests`` read it with the same rules."""
 
     def __call__(
         self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, opt: str | None = None
@@ -126,14 +127,14 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("app", metavar="APP", help="app.py or pkg.module; defines setup(mgr)")
     run.add_argument(
         "--provider",
-        action=_ProviderItem,
+        action=ProviderItem,
         metavar="[MEMBER=]NAME",
         help="an installed provider (repeatable; two or more are composed, clusters named MEMBER#cluster)"
         " [$MCR_PROVIDER]",
     )
     run.add_argument(
         "--provider-opt",
-        action=_ProviderItem,
+        action=ProviderItem,
         metavar="KEY=VALUE",
         help="a parameter of the provider named just before, or MEMBER.KEY=VALUE (repeatable)"
         " [$MCR_PROVIDER_OPT]",
