@@ -6,6 +6,7 @@ import asyncio
 import gc
 import weakref
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -18,6 +19,13 @@ from mcr.source import Kind
 from mcr.testing import eventually, open_sockets
 
 CM = "v1/ConfigMap"
+
+
+def _port(apiserver: Any) -> int:
+    """The API server's port: the connections a stopped cluster must have closed go there."""
+    port: int | None = urlsplit(str(apiserver.kubeconfig["clusters"][0]["cluster"]["server"])).port
+    assert port is not None
+    return port
 
 
 def own_tasks() -> set[asyncio.Task[Any]]:
@@ -53,7 +61,8 @@ async def test_from_kubeconfig_wires_cached_client_and_uncached_reader(apiserver
 
 
 async def test_stop_leaves_no_task_and_no_connection(apiserver: Any) -> None:
-    sockets_before = open_sockets()
+    port = _port(apiserver)
+    sockets_before = open_sockets(peer_port=port)
     tasks_before = own_tasks()
     cluster = Cluster.from_kubeconfig(
         apiserver.kubeconfig,
@@ -72,13 +81,13 @@ async def test_stop_leaves_no_task_and_no_connection(apiserver: Any) -> None:
     assert connector is not None
     await eventually(lambda: len(connector._acquired) == 4)  # each open watch holds a connection
     assert len(own_tasks() - tasks_before) >= 4
-    assert open_sockets() > sockets_before
+    assert open_sockets(peer_port=port) > sockets_before
     await cluster.stop()
     await cluster.stop()  # idempotent
     assert own_tasks() - tasks_before == set()
     assert cluster.transport.closed
     assert not connector._acquired
-    await eventually(lambda: open_sockets() == sockets_before, message="a socket stayed open")
+    await eventually(lambda: open_sockets(peer_port=port) == sockets_before, message="a socket stayed open")
     with pytest.raises(MCRError, match="leak-check"):
         await cluster.start()
 
@@ -130,7 +139,8 @@ async def test_stopped_cluster_is_freed_without_the_cycle_collector(apiserver: A
 
 
 async def test_cancelled_stop_still_closes_everything(apiserver: Any) -> None:
-    sockets_before = open_sockets()
+    port = _port(apiserver)
+    sockets_before = open_sockets(peer_port=port)
     tasks_before = own_tasks()
     cluster = Cluster.from_kubeconfig(apiserver.kubeconfig, name="cancel")
     await cluster.start()
@@ -143,7 +153,7 @@ async def test_cancelled_stop_still_closes_everything(apiserver: Any) -> None:
     await cluster.stop()  # waits for the shutdown the cancelled callers started
     assert cluster.transport.closed
     assert own_tasks() - tasks_before == set()
-    await eventually(lambda: open_sockets() == sockets_before, message="a socket stayed open")
+    await eventually(lambda: open_sockets(peer_port=port) == sockets_before, message="a socket stayed open")
 
 
 def test_bad_kubeconfig_names_the_context() -> None:
