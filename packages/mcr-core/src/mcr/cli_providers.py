@@ -123,7 +123,7 @@ _COLLECTIONS = {
 
 def _annotations(factory: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any]]:
     """The factory's signature and each parameter's annotation, evaluated where possible."""
-    target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
+    target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]  # mypy refuses __init__ read off an instance of type
     sig = inspect.signature(factory)
     module = sys.modules.get(getattr(target, "__module__", "") or "")
     scope = {**vars(typing), **(vars(module) if module is not None else {})}
