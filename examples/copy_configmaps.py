@@ -192,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
 async def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     provider = FileProvider(
-        kubeconfigs=args.kubeconfig, directories=args.kubeconfig_dir, interval=args.interval
+        kubeconfigs=args.kubeconfig, directories=args.kubeconfig_dir, poll_interval=args.interval
     )
     mgr, _ = setup(args.local_kubeconfig, provider)
     await mgr.start()

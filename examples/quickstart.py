@@ -94,7 +94,7 @@ async def run(clusters: int, forever: bool, per_cluster: int) -> dict[str, dict[
         for i, server in enumerate(servers[:clusters]):
             await _create_configmaps(server, f"cluster-{i}", per_cluster)
 
-        provider = FileProvider(directories=[workdir], interval=0.5)
+        provider = FileProvider(directories=[workdir], poll_interval=0.5)
         mgr, reporter = setup(provider)
         manager_task = asyncio.create_task(mgr.start(handle_signals=False), name="quickstart-manager")
         try:

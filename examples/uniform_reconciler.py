@@ -75,7 +75,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         kubeconfigs=args.kubeconfig,
         directories=args.kubeconfig_dir,
         globs=args.glob or DEFAULT_GLOBS,
-        interval=args.interval,
+        poll_interval=args.interval,
     )
     mgr, _ = setup(provider)
     await mgr.start()

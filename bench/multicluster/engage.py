@@ -152,7 +152,7 @@ async def _file_provider(entry: dict[str, Any], runs: int, interval: float, *, w
 
     directory = Path(tempfile.mkdtemp(prefix="mcr-bench-files-"))
     staging = Path(tempfile.mkdtemp(prefix="mcr-bench-staging-"))
-    provider = FileProvider(directories=[directory], interval=interval, watch=watch)
+    provider = FileProvider(directories=[directory], poll_interval=interval, watch=watch)
     mgr = Manager(provider=provider, metrics_bind_address="0")
     seen = FirstReconciles()
 

@@ -83,7 +83,7 @@ async def main(host: str, fleet_dir: str, identity: str, log: TextIO, args: argp
         options = {"coordinator": ShardedCoordinator(namespace="default", identity=identity, **timings)}
     mgr = Manager(
         RestConfig.from_kubeconfig(host),
-        provider=FileProvider(directories=[fleet_dir], interval=0.2),
+        provider=FileProvider(directories=[fleet_dir], poll_interval=0.2),
         metrics_bind_address="0",
         health_probe_bind_address="0",
         graceful_shutdown_timeout=10,

@@ -341,12 +341,12 @@ BAD_INPUT = [
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--provider", "kubeconfg"], "no provider named 'kubeconfg' is installed; did you mean 'kubeconfig'?"),
     (
-        ["--provider", "file", "--provider-opt", "intervall=1"],
-        "provider 'file' has no option 'intervall'; did you mean 'interval'?",
+        ["--provider", "file", "--provider-opt", "poll_intervall=1"],
+        "provider 'file' has no option 'poll_intervall'; did you mean 'poll_interval'?",
     ),
     (
-        ["--provider", "file", "--provider-opt", "interval=fast"],
-        "option interval='fast' of provider 'file': expected a number",
+        ["--provider", "file", "--provider-opt", "poll_interval=fast"],
+        "option poll_interval='fast' of provider 'file': expected a number",
     ),
     (
         ["--provider", "file", "--provider-opt", "watch=maybe"],
@@ -358,8 +358,8 @@ BAD_INPUT = [
     ),
     (["--provider", "kubeconfig"], "provider 'kubeconfig' needs --provider-opt namespace=..."),
     (
-        ["--provider-opt", "interval=1", "--provider", "file"],
-        "--provider-opt 'interval=1' comes before any --provider",
+        ["--provider-opt", "poll_interval=1", "--provider", "file"],
+        "--provider-opt 'poll_interval=1' comes before any --provider",
     ),
     (["--provider", "file", "--provider", "file"], "a provider named 'file' is already given"),
     (["--log-format", "xml"], "argument --log-format: invalid choice: 'xml'"),

@@ -73,7 +73,7 @@ async def test_uniform_reconciler_follows_the_fleet(
     fleet_dir.mkdir()
     for i in range(3):
         shutil.copy(servers[i].kubeconfig_path, fleet_dir / f"cluster-{i}.kubeconfig")
-    provider = FileProvider(directories=[fleet_dir], interval=0.1)
+    provider = FileProvider(directories=[fleet_dir], poll_interval=0.1)
     mgr, reporter = example.setup(provider)
     for i, server in enumerate(servers):
         client = (await clients(server)).client
@@ -132,7 +132,7 @@ async def test_copy_configmaps_copies_and_reverts_drift(
     fleet_dir.mkdir()
     for i, server in enumerate(members[:2]):
         shutil.copy(server.kubeconfig_path, fleet_dir / f"member-{i}.kubeconfig")
-    provider = FileProvider(directories=[fleet_dir], interval=0.1)
+    provider = FileProvider(directories=[fleet_dir], poll_interval=0.1)
     mgr, _ = example.setup(hub.kubeconfig, provider)
     local = (await clients(hub)).client
     remote = [(await clients(s)).client for s in members]

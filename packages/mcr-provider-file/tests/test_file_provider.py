@@ -38,14 +38,14 @@ def test_implements_the_protocols(tmp_path: Path) -> None:
     assert isinstance(provider, Provider)
     assert isinstance(provider, ProviderRunnable)
     assert provider.globs == list(DEFAULT_GLOBS)
-    assert provider.interval == 2.0
+    assert provider.poll_interval == 2.0
     assert provider.separator == "+"
 
 
 async def test_conformance(
     tmp_path: Path, servers: list[Any], kubeconfig_for: Any, write_atomic: Any
 ) -> None:
-    provider = FileProvider(directories=[tmp_path], interval=0.05)
+    provider = FileProvider(directories=[tmp_path], poll_interval=0.05)
     counter = itertools.count()
     files: dict[str, Path] = {}
 
@@ -81,7 +81,7 @@ async def test_one_cluster_per_context_named_path_plus_context(
 ) -> None:
     path = write_atomic(tmp_path / "fleet.kubeconfig", merged(*(kubeconfig_for(s) for s in servers)))
     write_atomic(tmp_path / "ignored.yaml", kubeconfig_for(servers[0]))  # matches no glob
-    provider = FileProvider(directories=[tmp_path], interval=3600)
+    provider = FileProvider(directories=[tmp_path], poll_interval=3600)
     aware = run(provider)
     contexts = [s.kubeconfig["current-context"] for s in servers]
     names = {f"{path}+{c}": s for c, s in zip(contexts, servers, strict=True)}
@@ -113,7 +113,7 @@ async def test_separator_and_explicit_files_and_path_globs(
 async def test_files_appear_change_and_vanish(
     tmp_path: Path, servers: list[Any], kubeconfig_for: Any, merged: Any, write_atomic: Any, run: Any
 ) -> None:
-    provider = FileProvider(directories=[tmp_path], interval=3600)  # refreshed by hand below
+    provider = FileProvider(directories=[tmp_path], poll_interval=3600)  # refreshed by hand below
     aware = run(provider)
     path = tmp_path / "two.kubeconfig"
     write_atomic(path, merged(kubeconfig_for(servers[0], "a"), kubeconfig_for(servers[1], "b")))
@@ -145,7 +145,7 @@ async def test_files_appear_change_and_vanish(
 async def test_polling_notices_changes_without_refresh(
     tmp_path: Path, servers: list[Any], kubeconfig_for: Any, write_atomic: Any, run: Any
 ) -> None:
-    provider = FileProvider(directories=[tmp_path], interval=0.05, watch=False)
+    provider = FileProvider(directories=[tmp_path], poll_interval=0.05, watch=False)
     aware = run(provider)
     path = write_atomic(tmp_path / "late.kubeconfig", kubeconfig_for(servers[0], "c"))
     await eventually(lambda: f"{path}+c" in aware.engaged, message="new file picked up by polling")
@@ -158,7 +158,7 @@ async def test_notifications_notice_changes_without_polling(
     tmp_path: Path, servers: list[Any], kubeconfig_for: Any, write_atomic: Any
 ) -> None:
     # Polling and resync are an hour away: only file-system notifications can explain a reaction.
-    provider = FileProvider(directories=[tmp_path], interval=3600, resync_interval=3600)
+    provider = FileProvider(directories=[tmp_path], poll_interval=3600, resync_interval=3600)
     aware = RecordingAware()
     task = asyncio.create_task(provider.start(aware))
     try:
@@ -195,7 +195,7 @@ async def test_mounted_secret_updates_are_noticed(
 
     publish(1, servers[0])
     (mount / "fleet.kubeconfig").symlink_to("..data/fleet.kubeconfig")
-    provider = FileProvider(directories=[mount], interval=3600, resync_interval=3600)
+    provider = FileProvider(directories=[mount], poll_interval=3600, resync_interval=3600)
     aware = run(provider)
     name = f"{mount / 'fleet.kubeconfig'}+c"
     await eventually(lambda: name in aware.engaged)
@@ -217,7 +217,7 @@ async def test_missing_sources_are_reported_and_used_once_they_appear(
     caplog.set_level(logging.INFO, logger="mcr.providers.file")
     typo_dir = tmp_path / "flet"
     typo_file = tmp_path / "prod.kubeconfg"
-    provider = FileProvider(kubeconfigs=[typo_file], directories=[typo_dir], interval=0.05)
+    provider = FileProvider(kubeconfigs=[typo_file], directories=[typo_dir], poll_interval=0.05)
     aware = run(provider)
     await eventually(lambda: len(provider.problems()) == 2, message="missing sources reported")
     assert {(p.path, p.reason) for p in provider.problems()} == {
@@ -246,7 +246,7 @@ async def test_without_watchfiles_it_polls(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "watchfiles", None)  # as if it could not be imported
-    provider = FileProvider(directories=[tmp_path], interval=0.05)
+    provider = FileProvider(directories=[tmp_path], poll_interval=0.05)
     aware = run(provider)
     path = write_atomic(tmp_path / "late.kubeconfig", kubeconfig_for(servers[0], "c"))
     await eventually(lambda: f"{path}+c" in aware.engaged, message="noticed by polling")
@@ -265,7 +265,7 @@ async def test_bad_files_are_reported_and_leave_others_engaged(
     good = write_atomic(tmp_path / "good.kubeconfig", kubeconfig_for(servers[0], "good"))
     directory_as_file = tmp_path / "dir.kubeconfig"
     directory_as_file.mkdir()
-    provider = FileProvider(kubeconfigs=[directory_as_file], directories=[tmp_path], interval=3600)
+    provider = FileProvider(kubeconfigs=[directory_as_file], directories=[tmp_path], poll_interval=3600)
     caplog.set_level(logging.INFO, logger="mcr.providers.file")
     aware = run(provider)
     await eventually(lambda: f"{good}+good" in aware.engaged)
@@ -328,7 +328,7 @@ async def test_file_turning_bad_keeps_its_last_good_clusters(
     tmp_path: Path, servers: list[Any], kubeconfig_for: Any, write_atomic: Any, run: Any
 ) -> None:
     path = write_atomic(tmp_path / "flaky.kubeconfig", kubeconfig_for(servers[0], "c"))
-    provider = FileProvider(directories=[tmp_path], interval=3600)
+    provider = FileProvider(directories=[tmp_path], poll_interval=3600)
     aware = run(provider)
     await eventually(lambda: f"{path}+c" in aware.engaged)
     cluster = aware.engaged[f"{path}+c"]
@@ -349,7 +349,7 @@ async def test_unreadable_file(
     good = write_atomic(tmp_path / "good.kubeconfig", kubeconfig_for(servers[0], "good"))
     locked = write_atomic(tmp_path / "locked.kubeconfig", kubeconfig_for(servers[1], "locked"))
     locked.chmod(0)
-    provider = FileProvider(directories=[tmp_path], interval=3600)
+    provider = FileProvider(directories=[tmp_path], poll_interval=3600)
     aware = run(provider)
     await eventually(lambda: f"{good}+good" in aware.engaged)
     assert [(p.path, p.reason) for p in provider.problems()] == [
@@ -363,7 +363,7 @@ async def test_file_whose_read_fails(
 ) -> None:
     # /proc/self/mem is a regular file whose read fails (EIO) even for root.
     good = write_atomic(tmp_path / "good.kubeconfig", kubeconfig_for(servers[0], "good"))
-    provider = FileProvider(kubeconfigs=["/proc/self/mem"], directories=[tmp_path], interval=3600)
+    provider = FileProvider(kubeconfigs=["/proc/self/mem"], directories=[tmp_path], poll_interval=3600)
     aware = run(provider)
     await eventually(lambda: f"{good}+good" in aware.engaged)
     assert [(p.path, p.context, p.reason) for p in provider.problems()] == [
@@ -416,17 +416,26 @@ async def test_defaults_engage_kubeconfig_env(
 
 
 def test_invalid_options(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="interval"):
-        FileProvider(directories=[tmp_path], interval=0)
+    with pytest.raises(ValueError, match="poll_interval must be positive"):
+        FileProvider(directories=[tmp_path], poll_interval=0)
     with pytest.raises(ValueError, match="separator"):
         FileProvider(directories=[tmp_path], separator="")
     with pytest.raises(ValueError, match="resync_interval"):
         FileProvider(directories=[tmp_path], resync_interval=-1)
 
 
+def test_interval_is_the_deprecated_name_of_poll_interval(tmp_path: Path) -> None:
+    with pytest.warns(DeprecationWarning, match="use poll_interval"):
+        provider = FileProvider(directories=[tmp_path], interval=0.5)
+    assert provider.poll_interval == 0.5
+    assert provider.interval == 0.5
+    with pytest.raises(TypeError, match="not both"):
+        FileProvider(directories=[tmp_path], interval=0.5, poll_interval=1)
+
+
 def test_registered_as_plugin(tmp_path: Path) -> None:
-    provider = mcr.providers.create("file", directories=[tmp_path], interval=1.5)
+    provider = mcr.providers.create("file", directories=[tmp_path], poll_interval=1.5)
     assert isinstance(provider, FileProvider)
-    assert provider.interval == 1.5
+    assert provider.poll_interval == 1.5
     info = {i.name: i for i in mcr.providers.available()}["file"]
     assert (info.distribution, info.version, info.plugin) == ("mcr-provider-file", "0.1.0", "file")

@@ -4,7 +4,7 @@ Clusters are named ``"<absolute file path><separator><context>"`` (separator ``+
 The provider watches the directories of its sources for changes (``watchfiles``: inotify on Linux)
 and re-scans when one is noticed, with a safety re-scan every ``resync_interval`` seconds; where
 notifications cannot be had (a source's directory does not exist, the system refuses a watch,
-``watch=False``) it polls every ``interval`` seconds instead. A scan re-reads a file only when its
+``watch=False``) it polls every ``poll_interval`` seconds instead. A scan re-reads a file only when its
 modification time, size, inode or change time differ, and re-engages its clusters only when the
 content hash and then a context's connection settings differ. File reads and parsing run in a
 worker thread, never on the event loop.
@@ -24,6 +24,7 @@ import hashlib
 import logging
 import os
 import stat
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_GLOBS", "FileProvider", "Problem"]
 
 log = logging.getLogger("mcr.providers.file")
+
+DEFAULT_POLL_INTERVAL = 2.0
+"""Seconds between scans when the provider polls (``poll_interval``'s default)."""
 
 DEFAULT_GLOBS: tuple[str, ...] = (
     "kubeconfig.yaml",
@@ -99,8 +103,11 @@ class FileProvider:
     :class:`~mcr.rest.config.RestConfig`; ``cluster_factory`` replaces that call altogether.
 
     ``watch`` (default true): follow changes through file-system notifications, re-scanning every
-    ``resync_interval`` seconds (60) as a safety net; ``interval`` (2 s) is the polling period used
-    when notifications are off or unavailable, and while a source's directory does not exist.
+    ``resync_interval`` seconds (60) as a safety net; ``poll_interval`` (2 s) is the polling period
+    used when notifications are off or unavailable, and while a source's directory does not exist.
+    ``interval`` is the former name of ``poll_interval`` (the kind provider's name for the same
+    period): accepted with a :class:`DeprecationWarning` for one release; giving both is a
+    :class:`TypeError`.
 
     The provider starts each cluster before engaging it and stops it after the disengagement.
     Constructed directly or through ``mcr.providers.create("file", ...)``.
@@ -113,14 +120,26 @@ class FileProvider:
         globs: Iterable[str] = DEFAULT_GLOBS,
         *,
         separator: str = "+",
-        interval: float = 2.0,
+        poll_interval: float | None = None,
         cluster_options: Mapping[str, Any] | None = None,
         cluster_factory: ClusterFactory | None = None,
         watch: bool = True,
         resync_interval: float = 60.0,
+        interval: float | None = None,
     ) -> None:
-        if interval <= 0:
-            raise ValueError(f"interval must be positive, got {interval!r}")
+        if interval is not None:
+            if poll_interval is not None:
+                raise TypeError("FileProvider: give poll_interval, not both it and interval")
+            warnings.warn(
+                "FileProvider(interval=...) is deprecated; use poll_interval=...",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            poll_interval = interval
+        if poll_interval is None:
+            poll_interval = DEFAULT_POLL_INTERVAL
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
         if resync_interval <= 0:
             raise ValueError(f"resync_interval must be positive, got {resync_interval!r}")
         if not separator:
@@ -133,7 +152,7 @@ class FileProvider:
         self.directories = [os.path.abspath(os.path.expanduser(p)) for p in dirs]
         self.globs = list(globs)
         self.separator = separator
-        self.interval = interval
+        self.poll_interval = poll_interval
         self.watch = watch
         self.resync_interval = resync_interval
         self._cluster_options = dict(cluster_options or {})
@@ -149,6 +168,11 @@ class FileProvider:
         self._build_problems: dict[str, tuple[str, Problem]] = {}
         self._reported: set[Problem] = set()
         self._refresh_lock = asyncio.Lock()
+
+    @property
+    def interval(self) -> float:
+        """Deprecated name of :attr:`poll_interval` (kept for one release)."""
+        return self.poll_interval
 
     # -- Provider ---------------------------------------------------------------------------------
 
@@ -205,7 +229,7 @@ class FileProvider:
     async def refresh(self) -> None:
         """Scan the sources now and engage, re-engage or disengage clusters to match them.
 
-        Concurrent calls run one after the other. Polling calls this every ``interval`` seconds.
+        Concurrent calls run one after the other. Polling calls this every ``poll_interval`` seconds.
         """
         async with self._refresh_lock:
             previous = self._files
@@ -223,7 +247,7 @@ class FileProvider:
                 active = await notifier.watch(self._roots)
                 # A source whose directory does not exist cannot be watched: poll until it appears.
                 poll = not active or self._unwatched
-                delay = self.interval if poll else self.resync_interval
+                delay = self.poll_interval if poll else self.resync_interval
                 try:
                     async with asyncio.timeout(delay):
                         await notifier.changed.wait()
@@ -234,9 +258,10 @@ class FileProvider:
                     await self.refresh()
                 except Exception:
                     log.exception(
-                        "file provider: scanning kubeconfig sources failed; retrying in %ss", self.interval
+                        "file provider: scanning kubeconfig sources failed; retrying in %ss",
+                        self.poll_interval,
                     )
-                    await asyncio.sleep(self.interval)
+                    await asyncio.sleep(self.poll_interval)
         finally:
             self._notifier = None
             await notifier.close()
