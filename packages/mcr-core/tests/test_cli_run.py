@@ -13,8 +13,10 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from mcr.errors import NotFoundError
 from mcr.rest.config import RestConfig
 from mcr.testing import eventually
 from mcr_envtest import FleetThread, ServerThread
+from mcr_envtest.certs import CA
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "run_echo.py"
@@ -310,6 +313,92 @@ async def test_dev_fleet_with_the_file_provider() -> None:
     assert not await asyncio.to_thread(directory.exists), "the dev fleet's kubeconfigs outlive the run"
 
 
+async def _post(client: Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    resp = await client.transport.request(
+        "POST", path, body=json.dumps(body).encode(), content_type="application/json"
+    )
+    out = resp.json()
+    assert isinstance(out, dict)
+    return out
+
+
+async def test_secure_metrics_flags(apiserver: ServerThread, tmp_path: Path) -> None:
+    ca = CA("mcr-run-metrics-ca")
+    pair = ca.serving()
+    (tmp_path / "serving.key").write_bytes(pair.key_pem)
+    (tmp_path / "serving.crt").write_bytes(pair.cert_pem)
+    metrics = _free_port()
+    namespace = f"mcr-run-metrics-{uuid.uuid4().hex[:6]}"
+    async with client_of(apiserver.kubeconfig) as host:
+        await _namespace(host, namespace)
+        # A ServiceAccount allowed to read /metrics, and its token.
+        await host.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "scraper", "namespace": namespace},
+            }
+        )
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "metadata": {"name": namespace}}
+        await host.create(
+            {**role, "kind": "ClusterRole", "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}
+        )
+        await host.create(
+            {
+                **role,
+                "kind": "ClusterRoleBinding",
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": namespace,
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}],
+            }
+        )
+        issued = await _post(
+            host,
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/scraper/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        )
+        token = issued["status"]["token"]
+        tls = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        async with (
+            mcr_run(
+                str(EXAMPLE),
+                "--kubeconfig",
+                str(apiserver.kubeconfig_path),
+                "--metrics-bind-address",
+                f"127.0.0.1:{metrics}",
+                "--metrics-secure",
+                "--metrics-cert-path",
+                str(tmp_path),
+                "--metrics-cert-name",
+                "serving.crt",
+                "--metrics-cert-key",
+                "serving.key",
+                "--health-probe-bind-address",
+                "0",
+            ) as run,
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls, force_close=True)) as http,
+        ):
+
+            async def scrape(bearer: str | None) -> int | None:
+                if run.proc.returncode is not None:
+                    raise AssertionError("mcr run exited:\n" + "\n".join(run.lines[-30:]))
+                headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+                try:
+                    async with http.get(f"https://127.0.0.1:{metrics}/metrics", headers=headers) as resp:
+                        return resp.status
+                except aiohttp.ClientConnectionError:
+                    return None  # not serving yet
+
+            # Served over HTTPS with the given pair (the client trusts only its CA), and guarded.
+            assert await eventually(lambda: scrape(None), timeout=WAIT, interval=0.2) == 401
+            assert await scrape("not-a-token") == 401
+            assert await scrape(token) == 200
+            assert await run.stop() == 0, "\n".join(run.lines[-30:])
+
+
 async def _at_least(value: Awaitable[float], minimum: float) -> bool:
     return await value >= minimum
 
@@ -368,6 +457,15 @@ BAD_INPUT = [
     (["--shard", "--shard-lease-duration", "-1"], "--shard-lease-duration must be a positive number"),
     (["--dev", "--leader-elect", "--leader-election-id", "x"], "need a local cluster: pass --kubeconfig"),
     (["--dev-clusters", "0"], "--dev-clusters must be at least 1"),
+    (["--metrics-secure", "--kubeconfig", "{kubeconfig}"], "--metrics-secure needs --metrics-cert-path"),
+    (
+        ["--metrics-cert-path", "/tmp", "--kubeconfig", "{kubeconfig}"],
+        "--metrics-cert-path is set but --metrics-secure is not",
+    ),
+    (
+        ["--dev", "--metrics-secure", "--metrics-cert-path", "/tmp"],
+        "--metrics-secure authenticates scrapers through the local cluster",
+    ),
 ]
 
 

@@ -119,6 +119,33 @@ def test_manifests_derive_rules_probes_and_grace_period() -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
 
 
+def test_secure_metrics_get_review_rules_a_reader_role_and_the_certificate() -> None:
+    objects = _objects(_mcr("manifests", "app.py", "--metrics-secure").stdout)
+    roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterRole"}
+    assert {
+        "apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]
+    } in roles["app"]["rules"]  # fmt: skip
+    assert {
+        "apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]
+    } in roles["app"]["rules"]  # fmt: skip
+    # For the scraper to be bound to; the operator itself is not.
+    assert roles["app-metrics-reader"]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    bound = {o["roleRef"]["name"] for o in objects if o["kind"] == "ClusterRoleBinding"}
+    assert bound == {"app"}
+    pod = _one(objects, "Deployment", "app-system")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = container["args"]
+    where = args[args.index("--metrics-cert-path") + 1]
+    assert "--metrics-secure" in args
+    assert container["volumeMounts"] == [{"name": "metrics-certs", "mountPath": where, "readOnly": True}]
+    assert pod["volumes"] == [{"name": "metrics-certs", "secret": {"secretName": "app-metrics-cert"}}]
+    # Without the flag: no review rules, no reader role, no volume.
+    plain = _objects(_mcr("manifests", "app.py").stdout)
+    assert all(o["metadata"]["name"] != "app-metrics-reader" for o in plain)
+    assert "tokenreviews" not in json.dumps(plain)
+    assert "volumes" not in _one(plain, "Deployment", "app-system")["spec"]["template"]["spec"]
+
+
 def test_fleet_rbac_is_what_the_controllers_do_in_fleet_clusters() -> None:
     objects = _objects(_mcr("fleet-rbac", "app.py", "--name", "seal").stdout)
     (role,) = objects

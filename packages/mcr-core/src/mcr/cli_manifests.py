@@ -57,6 +57,11 @@ def add_manifests_parsers(sub: Any) -> None:
     )
     m.add_argument("--leader-elect", action="store_true", help="run with leader election (grants Leases)")
     m.add_argument("--shard", action="store_true", help="run sharded (grants Leases)")
+    m.add_argument(
+        "--metrics-secure",
+        action="store_true",
+        help="serve /metrics over HTTPS behind TokenReview/SubjectAccessReview (certificate from a Secret)",
+    )
     m.add_argument("--replicas", type=int, default=1, help="replicas of the Deployment (default 1)")
     m.add_argument(
         "--graceful-shutdown-timeout", type=float, default=30.0, help="seconds the stop waits (default 30)"
@@ -168,7 +173,14 @@ def _dump(objects: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def _manifests(args: argparse.Namespace, out: TextIO, plugins: Iterable[object]) -> int:
-    from mcr.rbac.manifests import DEFAULT_IMAGE, Deployment, hub_objects, lease_rules, place_fleet_in_hub
+    from mcr.rbac.manifests import (
+        DEFAULT_IMAGE,
+        Deployment,
+        hub_objects,
+        lease_rules,
+        metrics_auth_rules,
+        place_fleet_in_hub,
+    )
 
     def body() -> int:
         if args.replicas < 1:
@@ -186,11 +198,13 @@ def _manifests(args: argparse.Namespace, out: TextIO, plugins: Iterable[object])
             providers=tuple(providers),
             leader_elect=args.leader_elect,
             shard=args.shard,
+            metrics_secure=args.metrics_secure,
             replicas=args.replicas,
             graceful_shutdown_timeout=args.graceful_shutdown_timeout,
         )
         leases = lease_rules(namespace, leader_elect=args.leader_elect, shard=args.shard)
-        rules = place_fleet_in_hub([*derived.rules, *provider_needs, *leases])
+        metrics = metrics_auth_rules() if args.metrics_secure else []
+        rules = place_fleet_in_hub([*derived.rules, *provider_needs, *leases, *metrics])
         _dump(hub_objects(deployment, rules), out)
         return 0
 

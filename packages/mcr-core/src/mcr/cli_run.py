@@ -106,6 +106,15 @@ FLAGS = [
     _Flag("shard-retry-period", "float", 2.0, "seconds between attempts to claim a cluster"),
     _Flag("shard-weight", "float", 1.0, "this replica's share of the clusters, relative to the others'"),
     _Flag("metrics-bind-address", "str", ":8080", 'address of /metrics ("0" disables it)'),
+    _Flag(
+        "metrics-secure",
+        "bool",
+        False,
+        "serve /metrics over HTTPS to callers the local cluster authenticates and authorizes",
+    ),
+    _Flag("metrics-cert-path", "str", None, "directory of /metrics' serving certificate and key"),
+    _Flag("metrics-cert-name", "str", "tls.crt", "certificate file in --metrics-cert-path"),
+    _Flag("metrics-cert-key", "str", "tls.key", "key file in --metrics-cert-path"),
     _Flag("health-probe-bind-address", "str", ":8081", 'address of /healthz and /readyz ("0" disables them)'),
     _Flag("graceful-shutdown-timeout", "float", 30.0, "seconds the stop waits for in-flight work"),
     _Flag("log-level", "str", "info", "log level", ("debug", "info", "warning", "error")),
@@ -199,6 +208,14 @@ def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[ProviderSp
     local = not values["dev"] or values["kubeconfig"] or values["context"]
     if not local and (values["leader_elect"] or values["shard"]):
         raise UsageError("--leader-elect and --shard need a local cluster: pass --kubeconfig with --dev")
+    if values["metrics_cert_path"] and not values["metrics_secure"]:
+        raise UsageError("--metrics-cert-path is set but --metrics-secure is not")
+    if values["metrics_secure"] and not values["metrics_cert_path"]:
+        raise UsageError("--metrics-secure needs --metrics-cert-path (a directory with tls.crt and tls.key)")
+    if values["metrics_secure"] and not local:
+        raise UsageError(
+            "--metrics-secure authenticates scrapers through the local cluster: pass --kubeconfig with --dev"
+        )
     if values["dev_clusters"] < 1:
         raise UsageError(f"--dev-clusters must be at least 1, not {values['dev_clusters']}")
     return values, parse_specs(items)
@@ -314,9 +331,26 @@ def _coordinator(values: dict[str, Any]) -> Any:
         raise UsageError(message) from None
 
 
+def _metrics_serving(values: dict[str, Any]) -> dict[str, Any]:
+    """The Manager's secure-metrics arguments from ``--metrics-secure`` and its certificate flags
+    (checked against each other by :func:`_settings`)."""
+    from mcr.manager import with_authentication_and_authorization
+
+    if not values["metrics_secure"]:
+        return {}
+    return {
+        "metrics_secure_serving": True,
+        "metrics_cert_dir": values["metrics_cert_path"],
+        "metrics_cert_name": values["metrics_cert_name"],
+        "metrics_key_name": values["metrics_cert_key"],
+        "metrics_filter_provider": with_authentication_and_authorization(),
+    }
+
+
 def _manager(values: dict[str, Any], config: Any, provider: Any, coordinator: Any) -> Any:
     from mcr.manager import Manager
 
+    serving = _metrics_serving(values)
     try:
         return Manager(
             config,
@@ -325,6 +359,7 @@ def _manager(values: dict[str, Any], config: Any, provider: Any, coordinator: An
             leader_election_id=values["leader_election_id"],
             leader_election_namespace=values["leader_election_namespace"],
             metrics_bind_address=values["metrics_bind_address"],
+            **serving,
             health_probe_bind_address=values["health_probe_bind_address"],
             graceful_shutdown_timeout=values["graceful_shutdown_timeout"],
             coordinator=coordinator,

@@ -18,18 +18,22 @@ __all__ = [
     "DEFAULT_IMAGE",
     "FLEET_IN_HUB",
     "HEALTH_PORT",
+    "METRICS_CERT_PATH",
     "METRICS_PORT",
     "Deployment",
     "Provider",
     "fleet_objects",
     "hub_objects",
     "lease_rules",
+    "metrics_auth_rules",
     "place_fleet_in_hub",
     "provider_rules",
 ]
 
 HEALTH_PORT = 8081
 METRICS_PORT = 8080
+METRICS_CERT_PATH = "/etc/mcr/metrics-certs"
+"""Where the Deployment mounts the Secret ``<name>-metrics-cert`` with ``--metrics-secure``."""
 DEFAULT_IMAGE = "mcr-operator:latest"
 SHUTDOWN_MARGIN = 5
 """Seconds the pod's grace period adds to the manager's graceful shutdown timeout (for exit)."""
@@ -69,6 +73,7 @@ class Deployment:
     providers: tuple[Provider, ...] = ()
     leader_elect: bool = False
     shard: bool = False
+    metrics_secure: bool = False
     replicas: int = 1
     graceful_shutdown_timeout: float = 30.0
     extra_args: tuple[str, ...] = field(default_factory=tuple)
@@ -91,7 +96,14 @@ class Deployment:
             args += ["--leader-election-namespace", self.namespace]
         if self.shard:
             args += ["--shard", "--shard-namespace", self.namespace]
+        if self.metrics_secure:
+            args += ["--metrics-secure", "--metrics-cert-path", METRICS_CERT_PATH]
         return args + list(self.extra_args)
+
+    @property
+    def metrics_cert_secret(self) -> str:
+        """The Secret (``tls.crt``, ``tls.key``; e.g. cert-manager's) serving ``/metrics`` over HTTPS."""
+        return f"{self.name}-metrics-cert"
 
     def grace_period(self) -> int:
         """``terminationGracePeriodSeconds``: the shutdown timeout plus a margin to exit."""
@@ -110,6 +122,14 @@ def lease_rules(namespace: str, *, leader_elect: bool, shard: bool) -> list[Rule
     if not verbs:
         return []
     return [Rule(("coordination.k8s.io",), ("leases",), tuple(sorted(verbs)), namespace, "hub")]
+
+
+def metrics_auth_rules() -> list[Rule]:
+    """What ``--metrics-secure`` needs in the hub: reviewing the scrapers' tokens and access."""
+    return [
+        Rule(("authentication.k8s.io",), ("tokenreviews",), ("create",), None, "hub"),
+        Rule(("authorization.k8s.io",), ("subjectaccessreviews",), ("create",), None, "hub"),
+    ]
 
 
 def provider_rules(hook: Any, provider: Provider) -> list[Rule] | None:
@@ -229,6 +249,20 @@ def _deployment(d: Deployment) -> dict[str, Any]:
         },
     }
     labels = {"app.kubernetes.io/name": d.name}
+    volumes: list[dict[str, Any]] = []
+    if d.metrics_secure:
+        container["volumeMounts"] = [
+            {"name": "metrics-certs", "mountPath": METRICS_CERT_PATH, "readOnly": True}
+        ]
+        volumes.append({"name": "metrics-certs", "secret": {"secretName": d.metrics_cert_secret}})
+    pod: dict[str, Any] = {
+        "serviceAccountName": d.name,
+        "terminationGracePeriodSeconds": d.grace_period(),
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+    }
+    if volumes:
+        pod["volumes"] = volumes
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -238,12 +272,7 @@ def _deployment(d: Deployment) -> dict[str, Any]:
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": d.name,
-                    "terminationGracePeriodSeconds": d.grace_period(),
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [container],
-                },
+                "spec": pod,
             },
         },
     }
@@ -259,7 +288,22 @@ def hub_objects(d: Deployment, rules: Sequence[Rule]) -> list[dict[str, Any]]:
         *({"apiVersion": "v1", "kind": "Namespace", "metadata": _namespace_meta(ns, d)} for ns in namespaces),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(d.name, d.namespace)},
         *_roles(d.name, hub, subject),
+        *_metrics_reader(d),
         _deployment(d),
+    ]
+
+
+def _metrics_reader(d: Deployment) -> list[dict[str, Any]]:
+    """With ``--metrics-secure``: the ClusterRole a scraper (Prometheus) is bound to, unbound here."""
+    if not d.metrics_secure:
+        return []
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(f"{d.name}-metrics-reader"),
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        }
     ]
 
 
