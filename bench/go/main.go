@@ -1,6 +1,6 @@
 // Command mcr-anchor-go is the Go side of `python -m bench anchors`: a multicluster-runtime
 // Manager with one ConfigMap controller over the clusters of an mcr-envtest fleet, driven over
-// stdin/stdout with the same JSON-lines protocol as bench/anchors/_worker.py.
+// stdin/stdout with the same JSON-lines protocol as bench/anchors/_worker.py (optional "quiet": Q ends the wait after Q seconds without a reconcile of P).
 //
 //	mcr-anchor-go --fleet DIR/fleet.json --clusters K --reconcile noop|get [--first]
 //
@@ -58,6 +58,7 @@ type expectCmd struct {
 	Phase   string  `json:"phase"`
 	Count   int     `json:"count"`
 	Timeout float64 `json:"timeout"`
+	Quiet   float64 `json:"quiet"`
 }
 
 // recorder keeps reconcile latencies per phase and wakes the one armed waiter.
@@ -98,6 +99,12 @@ func (r *recorder) hit(clusterName, phase string, sent float64) {
 			r.wakeup = nil
 		}
 	}
+}
+
+func (r *recorder) count0(phase string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[phase]
 }
 
 func (r *recorder) firstCount() int {
@@ -157,11 +164,27 @@ func (r *recorder) expect(c expectCmd) map[string]any {
 	r.mu.Unlock()
 	cpu := cpuSeconds()
 	emit(map[string]any{"armed": c.Phase})
-	complete := true
-	select {
-	case <-wake:
-	case <-time.After(time.Duration(c.Timeout * float64(time.Second))):
-		complete = false
+	complete := false
+	deadline := time.Now().Add(time.Duration(c.Timeout * float64(time.Second)))
+	seen, seenAt := r.count0(c.Phase), time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-wake:
+			complete = true
+			break wait
+		case now := <-tick.C:
+			if n := r.count0(c.Phase); n != seen {
+				seen, seenAt = n, now
+			} else if c.Quiet > 0 && now.Sub(seenAt).Seconds() >= c.Quiet {
+				break wait
+			}
+			if now.After(deadline) {
+				break wait
+			}
+		}
 	}
 	r.mu.Lock()
 	r.wakeup = nil
@@ -264,9 +287,8 @@ func main() {
 		Complete(mcreconcile.Func(reconcile)); err != nil {
 		fail("controller: %v", err)
 	}
-	done := make(chan error, 2)
-	go func() { done <- mgr.Start(ctx) }()
-	go func() { done <- provider.Start(ctx, mgr) }()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }() // starts the provider too
 	time.Sleep(200 * time.Millisecond)
 	runtime.GC()
 	rss0 := rssBytes()

@@ -1,0 +1,203 @@
+"""The mcr side of the anchors: the same command protocol as the Go program in ``bench/go``.
+
+``python -m bench.anchors._worker --fleet DIR/fleet.json --clusters K --reconcile noop|get
+[--first] [--loop asyncio|uvloop]``: a :class:`mcr.Manager` over a
+:class:`mcr.providers.ClustersProvider` with one ``v1/ConfigMap`` controller; cluster ``i`` is
+fleet entry ``i % len(fleet)``, built with :meth:`mcr.Cluster.from_kubeconfig` (its own client,
+connection and informer). The first output line reports the engagement (every cluster synced, or
+with ``--first`` every cluster reconciled once): wall and CPU seconds, RSS before and after.
+
+Then each ``{"op": "expect", "phase": P, "count": N, "timeout": T, "quiet": Q}`` is answered with
+``{"armed": P}`` at once and a summary once N reconciles of phase P happened in total, T seconds
+passed, or (with Q) no reconcile of P came for Q seconds. Phase ``"*"`` counts every reconcile
+(the only phase of the no-op reconcile, which does not read the object). EOF on stdin stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.multicluster._worker import percentile, rss_bytes
+
+
+class Recorder:
+    """Reconcile counts and latencies per phase (``"*"``: all); wakes the one armed waiter."""
+
+    def __init__(self) -> None:
+        self.lat: dict[str, list[float]] = {}
+        self.n: dict[str, int] = {}
+        self.last: dict[str, float] = {}
+        self.first: set[str] = set()
+        self._want: tuple[str, int, asyncio.Event] | None = None
+
+    def hit(self, cluster: str, phase: str, sent: float) -> None:
+        now = time.time()
+        self.first.add(cluster)
+        for p in ("*", phase) if phase else ("*",):
+            if not math.isnan(sent):
+                self.lat.setdefault(p, []).append(now - sent)
+            n = self.n.get(p, 0) + 1
+            self.n[p] = n
+            self.last[p] = now
+            want = self._want
+            if want is not None and want[0] == p and n >= want[1]:
+                want[2].set()
+
+    async def expect(self, phase: str, count: int, timeout: float, quiet: float | None) -> dict[str, Any]:
+        done = asyncio.Event()
+        self._want = (phase, count, done)
+        if self.n.get(phase, 0) >= count:
+            done.set()
+        cpu = time.process_time()
+        print(json.dumps({"armed": phase}), flush=True)
+        deadline = time.monotonic() + timeout
+        complete = False
+        seen, seen_at = self.n.get(phase, 0), time.monotonic()
+        try:
+            while True:
+                step = min(quiet or 1.0, 1.0, max(0.0, deadline - time.monotonic()))
+                try:
+                    await asyncio.wait_for(done.wait(), step)
+                    complete = True
+                    break
+                except TimeoutError:
+                    pass
+                now, n = time.monotonic(), self.n.get(phase, 0)
+                if n != seen:
+                    seen, seen_at = n, now
+                elif quiet is not None and now - seen_at >= quiet:
+                    break
+                if now >= deadline:
+                    break
+        finally:
+            self._want = None
+        lat = self.lat.get(phase, [])
+        return {
+            "phase": phase,
+            "complete": complete,
+            "count": self.n.get(phase, 0),
+            "p50_ms": percentile(lat, 0.50) * 1e3,
+            "p99_ms": percentile(lat, 0.99) * 1e3,
+            "max_ms": max(lat, default=math.nan) * 1e3,
+            "last": self.last.get(phase, math.nan),
+            "cpu_s": time.process_time() - cpu,
+            "rss": rss_bytes(),
+        }
+
+
+async def amain(fleet: list[dict[str, Any]], k: int, mode: str, first: bool) -> None:
+    from mcr.builder import controller_managed_by
+    from mcr.cluster import Cluster
+    from mcr.manager import Manager
+    from mcr.providers import ClustersProvider
+    from mcr.reconcile import Request
+
+    paths = [fleet[i % len(fleet)]["kubeconfig"] for i in range(k)]
+    rec = Recorder()
+    provider = ClustersProvider()
+    mgr = Manager(provider=provider, metrics_bind_address="0")
+
+    async def noop(req: Request) -> None:
+        rec.hit(req.cluster_name, "", math.nan)
+
+    async def get(req: Request) -> None:
+        cluster = await mgr.get_cluster(req.cluster_name)
+        obj = await cluster.client.get("v1/ConfigMap", req.name, namespace=req.namespace)
+        data = obj.get("data") or {}
+        try:
+            sent = float(data["t"])
+        except (KeyError, ValueError):
+            sent = math.nan
+        rec.hit(req.cluster_name, str(data.get("p", "")), sent)
+
+    ctrl = (
+        controller_managed_by(mgr)
+        .named("bench-anchor")
+        .for_("v1/ConfigMap")
+        .build(noop if mode == "noop" else get)
+    )
+    task = asyncio.create_task(mgr.start(handle_signals=False), name="bench-anchor-manager")
+    try:
+        await asyncio.sleep(0.2)  # manager and provider running, no cluster yet
+        gc.collect()
+        rss0 = rss_bytes()
+        cpu0 = time.process_time()
+        start = time.perf_counter()
+        for i, path in enumerate(paths):
+            name = f"c{i}"
+            await provider.add(name, Cluster.from_kubeconfig(path, name=name))
+        added = time.perf_counter() - start
+        poll = min(0.1, 0.002 * k)
+        while True:
+            if task.done():
+                task.result()
+                raise RuntimeError("the manager stopped during engagement")
+            if first:
+                if len(rec.first) >= k:
+                    break
+            elif sum(1 for state in ctrl.clusters().values() if state == "synced") >= k:
+                break
+            await asyncio.sleep(poll)
+        engaged = time.perf_counter() - start
+        engage_cpu = time.process_time() - cpu0
+        await asyncio.sleep(0.5)  # let post-sync work (GC freeze, first bookmarks) settle
+        gc.collect()
+        info = {
+            "engaged": k,
+            "engage_s": engaged,
+            "engage_cpu_s": engage_cpu,
+            "add_s": added,
+            "rss0": rss0,
+            "rss1": rss_bytes(),
+        }
+        print(json.dumps(info), flush=True)
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                return
+            if not line.strip():
+                continue
+            cmd = json.loads(line)
+            if cmd.get("op") != "expect":
+                raise ValueError(f"unknown command {cmd!r}")
+            reply = await rec.expect(cmd["phase"], cmd["count"], cmd["timeout"], cmd.get("quiet"))
+            print(
+                json.dumps(
+                    {
+                        k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                        for k, v in reply.items()
+                    }
+                ),
+                flush=True,
+            )
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.anchors._worker")
+    parser.add_argument("--fleet", type=Path, required=True)
+    parser.add_argument("--clusters", type=int, required=True)
+    parser.add_argument("--reconcile", choices=("noop", "get"), default="get")
+    parser.add_argument("--first", action="store_true")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    args = parser.parse_args()
+    import mcr
+
+    mcr.run(
+        amain(json.loads(args.fleet.read_text()), args.clusters, args.reconcile, args.first), loop=args.loop
+    )
+
+
+if __name__ == "__main__":
+    main()
