@@ -39,8 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.anchors import _gobuild
+from bench.anchors import _gobuild, _kopfenv
 from bench.anchors._subjects import Subject, start
+from bench.anchors.kopf_bench import run_kopf
 from bench.multicluster._proc import Child
 
 
@@ -62,6 +63,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--counts", default=None, help="cluster counts, e.g. 1,100,1000 (quick 1,4)")
     parser.add_argument("--skip-b2", action="store_true")
     parser.add_argument("--skip-fleet", action="store_true", help="skip the per-K rows (B3/B4/B6/MEM)")
+    parser.add_argument("--skip-kopf", action="store_true", help="skip the kopf rows")
+    parser.add_argument("--kopf-clusters", type=int, default=None, help="K of the kopf rows (100; quick 2)")
+    parser.add_argument(
+        "--kopf-events", type=int, default=None, help="burst events per cluster (20; quick 5)"
+    )
     parser.add_argument("--no-uvloop", action="store_true", help="mcr on asyncio only")
     args, _ = parser.parse_known_args(argv)  # options meant for other benchmarks are ignored
     return args
@@ -277,6 +283,24 @@ def _print_table(table: list[dict[str, Any]]) -> None:
         print(f"{t['row']:44} {t['mcr']:10} {values} {ratio:>8}  [{spread}]")
 
 
+def _print_kopf(rows: list[dict[str, Any]]) -> None:
+    mcr = next(r for r in rows if r["variant"] == "mcr")
+    print(
+        f"\nkopf, K={mcr['clusters']}: {'variant':15} {'ΣRSS idle MiB':>14} {'loaded MiB':>11} "
+        f"{'CPU ms/event':>13} {'handled':>9}  mcr/variant (idle, loaded, CPU)"
+    )
+    for r in rows:
+        ratios = ", ".join(
+            f"{mcr[f] / r[f]:.3f}" if r[f] else "-"
+            for f in ("rss_idle_mib", "rss_loaded_mib", "cpu_ms_per_event")
+        )
+        handled = f"{r['events_handled']}/{r['events_sent']}"
+        print(
+            f"{'':12}{r['variant']:15} {r['rss_idle_mib']:>14.1f} {r['rss_loaded_mib']:>11.1f} "
+            f"{r['cpu_ms_per_event']:>13.3f} {handled:>9}  {ratios}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     plan = _plan(args)
@@ -305,9 +329,19 @@ def main(argv: list[str] | None = None) -> int:
     directory = Path(tempfile.mkdtemp(prefix="mcr-bench-anchors-"))
     fleet = directory / "fleet.json"
     started = time.perf_counter()
-    n_servers = max(*plan.counts, 2) if plan.counts else 2
+    kopf_k = args.kopf_clusters or (2 if args.quick else 100)
+    kopf_per = args.kopf_events or (5 if args.quick else 20)
+    kopf_python = None
+    if not args.skip_kopf:
+        try:
+            kopf_python = _kopfenv.python()
+        except _kopfenv.KopfEnvError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+    n_servers = max(*plan.counts, kopf_k if kopf_python else 2, 2)
     servers = Child("bench.multicluster._servers", ["--servers", str(n_servers), "--dir", str(directory)], 0)
     points: list[dict[str, Any]] = []
+    kopf_rows: list[dict[str, Any]] = []
     try:
         ready = servers.recv()
         print(
@@ -325,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
                 points.append(point)
+        if kopf_python is not None:
+            kopf_rows = run_kopf(kopf_python, servers, fleet, kopf_k, kopf_per)
     finally:
         servers.close()
         shutil.rmtree(directory, ignore_errors=True)
@@ -332,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     for t in table:
         print(json.dumps(t))
     _print_table(table)
+    if kopf_rows:
+        _print_kopf(kopf_rows)
     load = [round(x, 2) for x in os.getloadavg()]
     print(f"\nload average after: {load}; wall time {time.perf_counter() - started:.0f} s")
     return 0
