@@ -63,6 +63,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--counts", default=None, help="cluster counts, e.g. 1,100,1000 (quick 1,4)")
     parser.add_argument("--skip-b2", action="store_true")
     parser.add_argument("--skip-fleet", action="store_true", help="skip the per-K rows (B3/B4/B6/MEM)")
+    parser.add_argument("--skip-real", action="store_true", help="skip B2 on a real kube-apiserver")
+    parser.add_argument("--real-rounds", type=int, default=2, help="paired rounds of the real-server B2")
     parser.add_argument("--skip-kopf", action="store_true", help="skip the kopf rows")
     parser.add_argument("--kopf-clusters", type=int, default=None, help="K of the kopf rows (100; quick 2)")
     parser.add_argument(
@@ -138,15 +140,34 @@ def _b2_point(servers: Child, fleet: Path, subject: Subject, plan: Plan) -> dict
     }
 
 
-def run_b2(servers: Child, fleet: Path, subjects: list[Subject], plan: Plan) -> Iterator[dict[str, Any]]:
+def run_b2(
+    servers: Child, fleet: Path, subjects: list[Subject], plan: Plan, bench: str = "B2"
+) -> Iterator[dict[str, Any]]:
     _ask(servers, {"op": "create", "servers": [0], "per": plan.b2_objects, "phase": "b2"})
     try:
         for r in range(plan.rounds):
             for subject in _order(subjects, r):
                 point = _b2_point(servers, fleet, subject, plan)
-                yield {"bench": "B2", "subject": subject.name, "round": r, **point}
+                yield {"bench": bench, "subject": subject.name, "round": r, **point}
     finally:
         _ask(servers, {"op": "wipe"})
+
+
+def run_b2_real(subjects: list[Subject], plan: Plan) -> Iterator[dict[str, Any]]:
+    """B2 against one real kube-apiserver (:mod:`bench.anchors._real`), mcr on asyncio and Go only."""
+    directory = Path(tempfile.mkdtemp(prefix="mcr-bench-anchors-real-"))
+    real = Child("bench.anchors._real", ["--dir", str(directory)], 0)
+    try:
+        ready = real.recv()
+        print(
+            json.dumps({"real_servers": ready["ready"], "server_start_s": round(ready["start_s"], 1)}),
+            flush=True,
+        )
+        pair = [s for s in subjects if s.name in ("mcr", "go")]
+        yield from run_b2(real, directory / "fleet.json", pair, plan, bench="B2real")
+    finally:
+        real.close(timeout=60)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 # -- per K ----------------------------------------------------------------------------------------
@@ -219,6 +240,13 @@ def run_fleet(servers: Child, fleet: Path, subjects: list[Subject], plan: Plan) 
 ROWS: list[tuple[str, str, Callable[[dict[str, Any]], bool], str, bool]] = [
     # label, field, row filter, unit, higher is better
     ("B2 no-op reconciles / CPU s (1 cluster)", "per_cpu_s", lambda r: r["bench"] == "B2", "/s", True),
+    (
+        "B2 on real kube-apiserver, reconciles / CPU s",
+        "per_cpu_s",
+        lambda r: r["bench"] == "B2real",
+        "/s",
+        True,
+    ),
 ]
 
 
@@ -275,12 +303,12 @@ def summarize(
 
 def _print_table(table: list[dict[str, Any]]) -> None:
     print()
-    print(f"{'row':44} {'subject':10} {'mcr':>12} {'go':>12} {'mcr/go':>8}  rounds (mcr/go)")
+    print(f"{'row':47} {'subject':10} {'mcr':>12} {'go':>12} {'mcr/go':>8}  rounds (mcr/go)")
     for t in table:
         spread = ", ".join(f"{x:.2f}" for x in t["round_ratios"])
         ratio = f"{t['mcr_over_go']:.2f}" if t["mcr_over_go"] is not None else "-"
         values = f"{t['mcr_value']:>12.4g} {t['go_value']:>12.4g}"
-        print(f"{t['row']:44} {t['mcr']:10} {values} {ratio:>8}  [{spread}]")
+        print(f"{t['row']:47} {t['mcr']:10} {values} {ratio:>8}  [{spread}]")
 
 
 def _print_kopf(rows: list[dict[str, Any]]) -> None:
@@ -361,6 +389,14 @@ def main(argv: list[str] | None = None) -> int:
                 points.append(point)
         if kopf_python is not None:
             kopf_rows = run_kopf(kopf_python, servers, fleet, kopf_k, kopf_per)
+        if not args.skip_real:
+            real_plan = Plan(**{**plan.__dict__, "rounds": min(plan.rounds, args.real_rounds)})
+            for point in run_b2_real(subjects, real_plan):
+                print(
+                    json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in point.items()}),
+                    flush=True,
+                )
+                points.append(point)
     finally:
         servers.close()
         shutil.rmtree(directory, ignore_errors=True)
