@@ -115,6 +115,24 @@ def test_observe_many_reaches_a_child_without_prometheus_buckets() -> None:
     assert sorted(child.seen) == [0.25, 0.5, 0.5, 0.5]
 
 
+async def test_discard_flushes_and_drops_only_the_given_members() -> None:
+    # In a running loop, observations wait for the batch's timer (or a flush).
+    batch = Batch()
+    children = [_Observer() for _ in range(6)]
+    histograms = [batch.histogram(child) for child in children]
+    for i, histogram in enumerate(histograms):
+        histogram.observe(float(i))
+    gone = [histograms[1], histograms[4]]
+    batch.discard(gone)
+    # Discarded members are flushed once, then no longer flushed by the batch.
+    assert [child.seen for child in children] == [[], [1.0], [], [], [4.0], []]
+    assert list(batch.members.values()) == [h for h in histograms if h not in gone]
+    batch.discard(gone)  # again: nothing left to drop
+    assert len(batch.members) == 4
+    batch.flush()
+    assert [child.seen for child in children] == [[0.0], [1.0], [2.0], [3.0], [4.0], [5.0]]
+
+
 def _count(histogram: Any, value: float) -> None:
     """Count ``value`` the way a worker does (see BatchedHistogram.slot)."""
     k, low, high = histogram.slot(value)
