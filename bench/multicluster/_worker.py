@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import ssl
 import sys
 import time
@@ -75,6 +76,8 @@ class Recorder:
         cpu = time.process_time()
         lags: list[float] = []
         monitor = asyncio.create_task(_loop_lag(lags))
+        pauses = GCPauses()
+        gc.callbacks.append(pauses)
         print(json.dumps({"armed": phase}), flush=True)
         try:
             await asyncio.wait_for(done.wait(), timeout)
@@ -82,6 +85,7 @@ class Recorder:
         except TimeoutError:
             complete = False
         finally:
+            gc.callbacks.remove(pauses)
             self._want = None
             monitor.cancel()
             await asyncio.gather(monitor, return_exceptions=True)
@@ -97,7 +101,35 @@ class Recorder:
             "cpu_s": time.process_time() - cpu,
             "loop_lag_p99_ms": percentile(lags, 0.99) * 1e3,
             "loop_lag_max_ms": max(lags, default=float("nan")) * 1e3,
+            "gc": pauses.summary(),
             "rss": rss_bytes(),
+        }
+
+
+class GCPauses:
+    """A ``gc.callbacks`` entry: how many collections of each generation ran, and their longest."""
+
+    def __init__(self) -> None:
+        self._start = 0.0
+        self.count = [0, 0, 0]
+        self.max_s = [0.0, 0.0, 0.0]
+        self.total_s = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+            return
+        took = time.perf_counter() - self._start
+        gen = info["generation"]
+        self.count[gen] += 1
+        self.max_s[gen] = max(self.max_s[gen], took)
+        self.total_s += took
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "collections": self.count,
+            "max_ms": [round(m * 1e3, 1) for m in self.max_s],
+            "total_ms": round(self.total_s * 1e3, 1),
         }
 
 
@@ -274,7 +306,24 @@ def main() -> None:
     args = parser.parse_args()
     import mcr
 
-    mcr.run(amain(args.mode, args.clusters, args.dir), loop=args.loop)
+    mcr.run(_watched(amain(args.mode, args.clusters, args.dir)), loop=args.loop)
+
+
+async def _watched(main: Any) -> None:
+    """``main``, with the stall watchdog of :mod:`bench.multicluster._stalls` when
+    ``BENCH_STALL_MS`` is set."""
+    threshold = os.environ.get("BENCH_STALL_MS")
+    if not threshold:
+        await main
+        return
+    from bench.multicluster._stalls import Watchdog
+
+    dog = Watchdog(asyncio.get_running_loop(), float(threshold) / 1e3)
+    dog.start()
+    try:
+        await main
+    finally:
+        await dog.stop()
 
 
 if __name__ == "__main__":

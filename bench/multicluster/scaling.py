@@ -89,6 +89,10 @@ def _one(servers: Child, directory: str, mode: str, k: int, plan: ScalingPlan) -
         "paced_p50_ms": round(paced["p50_ms"], 1),
         "paced_p99_ms": round(paced["p99_ms"], 1),
         "paced_loop_lag_max_ms": round(paced["loop_lag_max_ms"], 1),
+        # Collections per generation during the paced phase and the longest of each: what the
+        # loop-lag maximum is made of when the collector causes it.
+        "paced_gc_collections": paced["gc"]["collections"],
+        "paced_gc_max_ms": paced["gc"]["max_ms"],
         "loaded_kib_per_cluster": round((burst["rss"] - engaged["rss0"]) / k / 1024, 1),
     }
 
