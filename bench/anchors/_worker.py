@@ -9,8 +9,9 @@ with ``--first`` every cluster reconciled once): wall and CPU seconds, RSS befor
 
 Then each ``{"op": "expect", "phase": P, "count": N, "timeout": T, "quiet": Q}`` is answered with
 ``{"armed": P}`` at once and a summary once N reconciles of phase P happened in total, T seconds
-passed, or (with Q) no reconcile of P came for Q seconds. Phase ``"*"`` counts every reconcile
-(the only phase of the no-op reconcile, which does not read the object). EOF on stdin stops it.
+passed, or (with Q) no reconcile of P came for Q seconds after the first one since the command.
+Phase ``"*"`` counts every reconcile (the only phase of the no-op reconcile, which does not read
+the object). EOF on stdin stops it.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class Recorder:
         print(json.dumps({"armed": phase}), flush=True)
         deadline = time.monotonic() + timeout
         complete = False
-        seen, seen_at = self.n.get(phase, 0), time.monotonic()
+        armed_at = seen = self.n.get(phase, 0)
+        seen_at = time.monotonic()
         try:
             while True:
                 step = min(quiet or 1.0, 1.0, max(0.0, deadline - time.monotonic()))
@@ -73,7 +75,7 @@ class Recorder:
                 now, n = time.monotonic(), self.n.get(phase, 0)
                 if n != seen:
                     seen, seen_at = n, now
-                elif quiet is not None and now - seen_at >= quiet:
+                elif quiet is not None and n > armed_at and now - seen_at >= quiet:
                     break
                 if now >= deadline:
                     break

@@ -1,15 +1,18 @@
 // Command mcr-anchor-go is the Go side of `python -m bench anchors`: a multicluster-runtime
 // Manager with one ConfigMap controller over the clusters of an mcr-envtest fleet, driven over
-// stdin/stdout with the same JSON-lines protocol as bench/anchors/_worker.py (optional "quiet": Q ends the wait after Q seconds without a reconcile of P).
+// stdin/stdout with the same JSON-lines protocol as bench/anchors/_worker.py.
 //
 //	mcr-anchor-go --fleet DIR/fleet.json --clusters K --reconcile noop|get [--first]
+//
+// With MCR_ANCHOR_CPUPROFILE=FILE set, a pprof CPU profile of the whole run is written to FILE.
 //
 // Cluster i is fleet entry i % len(fleet), built with cluster.New from its kubeconfig (its own
 // client, TLS connection and informer) and handed to the clusters provider. The first output
 // line reports the engagement: every cluster's ConfigMap informer synced (or, with --first,
 // every cluster reconciled once), wall and CPU seconds, RSS before and after. Then each
 // {"op": "expect", "phase": P, "count": N, "timeout": T} is answered with {"armed": P} at once
-// and a summary once N reconciles of phase P happened (or T seconds passed). Phase "*" counts
+// and a summary once N reconciles of phase P happened, T seconds passed or (with "quiet": Q) no
+// reconcile of P came for Q seconds after the first one since the command. Phase "*" counts
 // every reconcile (the only phase of the no-op reconcile, which does not read the object).
 package main
 
@@ -22,6 +25,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -166,7 +170,8 @@ func (r *recorder) expect(c expectCmd) map[string]any {
 	emit(map[string]any{"armed": c.Phase})
 	complete := false
 	deadline := time.Now().Add(time.Duration(c.Timeout * float64(time.Second)))
-	seen, seenAt := r.count0(c.Phase), time.Now()
+	armedAt := r.count0(c.Phase)
+	seen, seenAt := armedAt, time.Now()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 wait:
@@ -178,7 +183,7 @@ wait:
 		case now := <-tick.C:
 			if n := r.count0(c.Phase); n != seen {
 				seen, seenAt = n, now
-			} else if c.Quiet > 0 && now.Sub(seenAt).Seconds() >= c.Quiet {
+			} else if c.Quiet > 0 && n > armedAt && now.Sub(seenAt).Seconds() >= c.Quiet {
 				break wait
 			}
 			if now.After(deadline) {
@@ -235,6 +240,16 @@ func main() {
 	flag.Parse()
 	if *mode != "noop" && *mode != "get" {
 		fail("--reconcile must be noop or get, not %q", *mode)
+	}
+	if path := os.Getenv("MCR_ANCHOR_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fail("MCR_ANCHOR_CPUPROFILE: %v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail("MCR_ANCHOR_CPUPROFILE: %v", err)
+		}
+		defer pprof.StopCPUProfile() // at EOF on stdin: main returns
 	}
 	ctrllog.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
