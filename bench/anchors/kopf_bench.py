@@ -1,5 +1,6 @@
 """kopf beside mcr: K clusters as K kopf processes, as K kopf operators on threads of one
-process, and as one mcr manager, each fed the same event burst on the same mcr-envtest servers.
+process, and as one mcr manager (asyncio, uvloop), each fed the same event burst on the same
+mcr-envtest servers.
 
 Per variant: Σ RSS of its processes once every cluster's first event was handled (idle) and after
 the burst (loaded), CPU seconds per event handled during the burst (all its processes, from
@@ -113,8 +114,8 @@ def _kopf(python: Path, servers: Child, fleet: Path, k: int, per: int, threads: 
     }
 
 
-def _mcr(servers: Child, fleet: Path, k: int, per: int) -> dict[str, Any]:
-    with start(Subject("mcr"), fleet, k, "get", first=True) as proc:
+def _mcr(servers: Child, fleet: Path, k: int, per: int, loop: str) -> dict[str, Any]:
+    with start(Subject("mcr", loop=loop), fleet, k, "get", first=True) as proc:
         engaged = proc.recv()
         proc.send({"op": "expect", "phase": "kb", "count": per * k, "timeout": 300, "quiet": 20})
         proc.recv()
@@ -131,13 +132,14 @@ def _mcr(servers: Child, fleet: Path, k: int, per: int) -> dict[str, Any]:
 
 
 def run_kopf(python: Path, servers: Child, fleet: Path, k: int, per: int) -> list[dict[str, Any]]:
-    """One row per variant (mcr, kopf threads, kopf processes), each on freshly seeded servers."""
+    """One row per variant (mcr on asyncio and uvloop, kopf threads, kopf processes), each on
+    freshly seeded servers."""
     rows = []
-    for variant in ("mcr", "kopf-threads", "kopf-processes"):
+    for variant in ("mcr", "mcr-uvloop", "kopf-threads", "kopf-processes"):
         servers.ask({"op": "create", "servers": list(range(k)), "per": 1, "phase": "e"})
         try:
-            if variant == "mcr":
-                point = _mcr(servers, fleet, k, per)
+            if variant.startswith("mcr"):
+                point = _mcr(servers, fleet, k, per, "uvloop" if variant == "mcr-uvloop" else "asyncio")
             else:
                 point = _kopf(python, servers, fleet, k, per, threads=variant == "kopf-threads")
         finally:

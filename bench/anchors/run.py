@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         except _kopfenv.KopfEnvError as exc:
             print(exc, file=sys.stderr)
             return 1
-    n_servers = max(*plan.counts, kopf_k if kopf_python else 2, 2)
+    n_servers = max(*(() if args.skip_fleet else plan.counts), kopf_k if kopf_python else 2, 2)
     servers = Child("bench.multicluster._servers", ["--servers", str(n_servers), "--dir", str(directory)], 0)
     points: list[dict[str, Any]] = []
     kopf_rows: list[dict[str, Any]] = []
