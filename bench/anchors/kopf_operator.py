@@ -5,8 +5,9 @@ runs one kopf operator per listed fleet entry: the first in the main thread (as 
 every further one in its own thread with its own event loop, registry and settings (kopf's
 documented embedding). Each operator logs in with the entry's URL, CA and token, watches
 ``v1/ConfigMap`` cluster-wide, standalone (no peering), with posting of Kubernetes events off,
-and an ``on.event`` handler that reads ``data.t`` (the commit time) like mcr's reconcile. Every
-0.2 s the process replaces ``FILE`` with ``{"n": events handled, "clusters": {...}, "lat": [...]}``.
+and an async ``on.event`` handler (kopf runs a plain ``def`` handler in a thread pool) that reads
+``data.t`` (the commit time) like mcr's reconcile. Every 0.2 s the process replaces ``FILE`` with
+``{"n": events handled, "clusters": {...}, "lat": [...]}``.
 It stops on SIGTERM/SIGINT (main thread) and takes the threads' operators down with it.
 
 Not part of the ``bench`` package's imports: kopf is installed only in the bench's own venv
@@ -40,7 +41,7 @@ def _operator(index: int, entry: dict[str, Any], stop: threading.Event | None) -
         return kopf.ConnectionInfo(server=entry["url"], ca_path=entry["ca_file"], token=entry["token"])
 
     @kopf.on.event("v1", "configmaps", registry=registry)  # type: ignore[untyped-decorator]
-    def handle(body: Any, **_: Any) -> None:
+    async def handle(body: Any, **_: Any) -> None:
         data = body.get("data") or {}
         now = time.time()
         with _lock:
