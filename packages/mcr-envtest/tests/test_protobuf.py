@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -260,8 +261,14 @@ def path_of(group: str, version: str, plural: str, namespaced: bool) -> str:
 
 
 def normalized(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` without what differs between two creations of the same body."""
-    out = copy.deepcopy(obj)
+    """``obj`` without what differs between two creations of the same body (a Job's generated
+    selector and labels name its uid and name)."""
+    md = obj.get("metadata") or {}
+    text = json.dumps(obj)
+    for key in ("uid", "name"):
+        if isinstance(md.get(key), str) and md[key]:
+            text = text.replace(json.dumps(md[key]), json.dumps(f"<{key}>"))
+    out = json.loads(text)
     md = out.get("metadata") or {}
     for key in ("name", "uid", "resourceVersion", "creationTimestamp", "managedFields"):
         md.pop(key, None)

@@ -63,6 +63,44 @@ def _pod_rule(*keys: str) -> Rule:
     return rule
 
 
+_POD_MUTABLE = (
+    "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+    "`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+    "(allow it to be set to 1 if it was previously negative)"
+)
+
+
+def _pod_spec_frozen(spec: Any) -> Any:
+    """A pod spec without the fields an update may change."""
+    if not isinstance(spec, dict):
+        return spec
+    out = {
+        k: v
+        for k, v in spec.items()
+        if k
+        not in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates")
+    }
+    for key in ("containers", "initContainers"):
+        if isinstance(out.get(key), list):
+            out[key] = [
+                {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c for c in out[key]
+            ]
+    return out
+
+
+def _pod(obj: Obj, old: Obj | None) -> list[dict[str, Any]]:
+    out = pod_spec_causes(obj.get("spec"), "spec")
+    if old is not None and _pod_spec_frozen(obj.get("spec")) != _pod_spec_frozen(old.get("spec")):
+        out.append(
+            _cause(
+                "FieldValueForbidden",
+                f"Forbidden: pod updates may not change fields other than {_POD_MUTABLE}",
+                "spec",
+            )
+        )
+    return out
+
+
 def _config_keys(obj: Obj, fields: tuple[str, ...]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for field in fields:
@@ -137,7 +175,7 @@ _RULES: dict[tuple[str, str], Rule] = {
     ("", "persistentvolumes"): _persistent_volume,
     ("", "configmaps"): _config_map,
     ("", "secrets"): _secret,
-    ("", "pods"): _pod_rule("spec"),
+    ("", "pods"): _pod,
     ("", "podtemplates"): _pod_rule("template", "spec"),
     ("", "replicationcontrollers"): _pod_rule(*_TEMPLATE),
     **_SPEC_RULES,

@@ -227,9 +227,54 @@ def _workload(kind: str) -> Rule:
             out.extend(_immutable(spec, old, "selector"))
             if kind == "statefulsets":
                 out.extend(_immutable(spec, old, "serviceName"))
+                out.extend(_replica_status(obj.get("status")))
         return out
 
     return rule
+
+
+_REPLICA_COUNTS = ("readyReplicas", "currentReplicas", "updatedReplicas", "availableReplicas")
+
+
+def _replica_status(status: Any) -> list[Cause]:
+    """A StatefulSet's status counts: none negative, none above ``replicas``."""
+    if not isinstance(status, dict):
+        return []
+    out: list[Cause] = []
+    for key in ("replicas", *_REPLICA_COUNTS, "observedGeneration"):
+        out.extend(_nonnegative(status, key, f"status.{key}"))
+    replicas = status.get("replicas")
+    if isinstance(replicas, int):
+        for key in _REPLICA_COUNTS:
+            value = status.get(key)
+            if isinstance(value, int) and value > replicas:
+                message = f"Invalid value: {value}: cannot be greater than status.replicas"
+                out.append(_cause("FieldValueInvalid", message, f"status.{key}"))
+    return out
+
+
+# what a suspended Job's template may change (its scheduling directives)
+_SCHEDULING = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
+
+
+def _job_template_update(spec: Obj, old: Obj) -> list[Cause]:
+    """A Job's template is immutable, except the scheduling directives of a suspended Job."""
+    old_spec = old.get("spec")
+    template, old_template = spec.get("template"), _at(old_spec, "template")
+    if not isinstance(template, dict) or not isinstance(old_template, dict) or template == old_template:
+        return []
+    pod, old_pod = template.get("spec"), old_template.get("spec")
+    suspended = spec.get("suspend") is True and _at(old_spec, "suspend") is True
+    if suspended and isinstance(pod, dict) and isinstance(old_pod, dict):
+        pod = {k: v for k, v in pod.items() if k not in _SCHEDULING}
+        old_pod = {k: v for k, v in old_pod.items() if k not in _SCHEDULING}
+    if pod != old_pod:
+        message = f"Invalid value: {_go_json(template.get('spec'))}: field is immutable"
+        return [_cause("FieldValueInvalid", message, "spec.template.spec")]
+    if not suspended and template.get("metadata") != old_template.get("metadata"):
+        message = f"Invalid value: {_go_json(template)}: field is immutable"
+        return [_cause("FieldValueInvalid", message, "spec.template")]
+    return []
 
 
 def _job_template(spec: Any, path: str) -> list[Cause]:
@@ -259,6 +304,9 @@ def _job(obj: Obj, old: Obj | None) -> list[Cause]:
             out.append(_cause("FieldValueRequired", "Required value", "spec.selector"))
         out.extend(_template_match(spec))
     out.extend(_job_template(spec, "spec"))
+    if old is not None:
+        out.extend(_immutable(spec, old, "selector"))
+        out.extend(_job_template_update(spec, old))
     return out
 
 

@@ -304,10 +304,37 @@ def _node(obj: Obj, old: Obj | None) -> list[Cause]:
     return out
 
 
+_CLAIM_IMMUTABLE = (
+    "Forbidden: spec is immutable after creation except resources.requests and "
+    "volumeAttributesClassName for bound claims"
+)
+
+
+def _claim_frozen(spec: Any) -> Any:
+    """A bound claim's spec without what an update may change (its requests, its class)."""
+    if not isinstance(spec, dict):
+        return spec
+    out = {k: v for k, v in spec.items() if k != "volumeAttributesClassName"}
+    if isinstance(out.get("resources"), dict):
+        out["resources"] = {k: v for k, v in out["resources"].items() if k != "requests"}
+    return out
+
+
 def _claim(obj: Obj, old: Obj | None) -> list[Cause]:
     spec = obj.get("spec")
-    if old is None and isinstance(spec, dict) and _at(spec, "resources", "requests", "storage") is None:
-        return [_cause("FieldValueRequired", "Required value", "spec.resources[storage]")]
+    if old is None:
+        if isinstance(spec, dict) and _at(spec, "resources", "requests", "storage") is None:
+            return [_cause("FieldValueRequired", "Required value", "spec.resources[storage]")]
+        return []
+    old_spec = old.get("spec")
+    if isinstance(spec, dict) and isinstance(old_spec, dict) and not old_spec.get("volumeName"):
+        old_spec = {**old_spec, "volumeName": spec.get("volumeName")}  # set once, by binding
+        if old_spec["volumeName"] is None:
+            del old_spec["volumeName"]
+    if _at(old, "status", "phase") == "Bound":
+        spec, old_spec = _claim_frozen(spec), _claim_frozen(old_spec)
+    if spec != old_spec:
+        return [_cause("FieldValueForbidden", _CLAIM_IMMUTABLE, "spec")]
     return []
 
 

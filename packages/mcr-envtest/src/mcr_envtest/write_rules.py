@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from .errors import StatusError
+
 __all__ = ["content", "deep_copy", "now_rfc3339", "ownership", "strip_volatile", "type_causes"]
 
 
@@ -80,3 +82,42 @@ def type_causes(obj: dict[str, Any]) -> list[dict[str, Any]]:
             {"type": "FieldValueInvalid", "field": "spec", "message": "Invalid value: must be an object"}
         )
     return causes
+
+
+# kinds whose /status writes also take the labels and annotations sent, as kube-apiserver's
+# status strategies for them do
+_STATUS_TAKES_METADATA = (("", "pods"), ("apps", "statefulsets"))
+
+
+def status_metadata(group_resource: tuple[str, str], meta: dict[str, Any], sent: dict[str, Any]) -> None:
+    """Give ``meta`` (of an object written through ``/status``) the labels and annotations of
+    the ``sent`` metadata, for the kinds whose status writes take them; others keep theirs."""
+    if group_resource not in _STATUS_TAKES_METADATA:
+        return
+    for key in ("labels", "annotations"):
+        if sent.get(key):
+            meta[key] = sent[key]
+        else:
+            meta.pop(key, None)
+
+
+def deleted_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a pod removed at once, as kube-apiserver answers its deletion (an unscheduled
+    pod is deleted gracefully with a zero grace period): deletion time set, generation bumped."""
+    out = deep_copy(obj)
+    meta = out["metadata"]
+    meta.update(deletionTimestamp=now_rfc3339(), deletionGracePeriodSeconds=0)
+    if "generation" in meta:
+        meta["generation"] = int(meta["generation"]) + 1
+    return out
+
+
+def missing_service_account(namespace: str, name: str, account: str) -> StatusError:
+    """The 403 of the ServiceAccount admission plugin for a pod whose account does not exist."""
+    return StatusError(
+        403,
+        "Forbidden",
+        f'pods "{name}" is forbidden: error looking up service account {namespace}/{account}: '
+        f'serviceaccount "{account}" not found',
+        details={"name": name, "kind": "pods"},
+    )

@@ -17,7 +17,17 @@ from . import apply as applymod
 from . import defaults, errors, validation
 from .resources import GENERATION_TRACKED, Registry, ResourceInfo, crd_resource_infos
 from .store import Store
-from .write_rules import content, deep_copy, now_rfc3339, ownership, strip_volatile, type_causes
+from .write_rules import (
+    content,
+    deep_copy,
+    deleted_pod,
+    missing_service_account,
+    now_rfc3339,
+    ownership,
+    status_metadata,
+    strip_volatile,
+    type_causes,
+)
 
 __all__ = ["CRD_FINALIZER", "IMMORTAL_NAMESPACES", "Writer"]
 
@@ -159,6 +169,10 @@ class Writer:
         self.check_namespace(info, namespace, name)
         if self.store.get(info.group, info.plural, namespace, name) is not None:
             raise errors.already_exists(info, name)
+        if info.group_resource == ("", "pods"):
+            account = str((obj.get("spec") or {}).get("serviceAccountName") or "default")
+            if self.store.get("", "serviceaccounts", namespace, account) is None:
+                raise missing_service_account(namespace, name, account)
         now = now_rfc3339()
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now
@@ -270,6 +284,8 @@ class Writer:
                 new.pop("status", None)
             if managed:
                 new["metadata"]["managedFields"] = meta.get("managedFields")
+            else:
+                status_metadata(info.group_resource, new["metadata"], meta)
         else:
             new = body
             new["apiVersion"] = info.api_version
@@ -319,6 +335,8 @@ class Writer:
                 new["status"] = old.get("status", {})
         if subresource != "status" or info.is_custom:
             new = defaults.apply(info, new, old, now_rfc3339())
+        else:
+            defaults.status_defaults(info, new)
         new_meta = new["metadata"]
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
         # generation: bumps when content outside metadata (and status, with a status subresource) changes
@@ -448,6 +466,8 @@ class Writer:
         if gr == NS:
             return self._terminate_namespace(info, obj, dry_run), False
         if not finalizers and not extra:
+            if gr == ("", "pods"):
+                obj = deleted_pod(obj)
             if dry_run:
                 return obj, True
             self._remove(info, namespace, name)

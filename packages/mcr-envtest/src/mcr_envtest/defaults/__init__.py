@@ -15,12 +15,14 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .schema.structural import apply_defaults, prune_unknown
+from mcr_envtest.schema.structural import apply_defaults, prune_unknown
+
+from . import workloads as wl
 
 if TYPE_CHECKING:
-    from .resources import ResourceInfo
+    from mcr_envtest.resources import ResourceInfo
 
-__all__ = ["apply", "crd_status"]
+__all__ = ["apply", "crd_status", "status_defaults"]
 
 Obj = dict[str, Any]
 NS = ("", "namespaces")
@@ -45,7 +47,13 @@ def apply(info: ResourceInfo, obj: Obj, old: Obj | None, now: str) -> Obj:
         fn(obj, old or {})
     if info.group_resource == CRD:
         crd_status(obj, now)
+    wl.status_defaults(info.group_resource, obj)
     return obj
+
+
+def status_defaults(info: ResourceInfo, obj: Obj) -> None:
+    """Fill the status fields kube-apiserver always serialises, after a write to ``/status``."""
+    wl.status_defaults(info.group_resource, obj)
 
 
 def _spec(obj: Obj) -> Obj:
@@ -97,6 +105,10 @@ def _service(obj: Obj, old: Obj) -> None:
     node_ports = spec["type"] in ("NodePort", "LoadBalancer")
     if node_ports:
         spec.setdefault("externalTrafficPolicy", "Cluster")
+    if spec["type"] == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
+        if spec.get("externalTrafficPolicy") == "Local" and not spec.get("healthCheckNodePort"):
+            spec["healthCheckNodePort"] = old_spec.get("healthCheckNodePort") or random.randint(30000, 32767)
     allocated = {
         (p.get("port"), p.get("protocol", "TCP")): p["nodePort"]
         for p in old_spec.get("ports") or []
@@ -137,6 +149,7 @@ def _pod_spec(spec: Any) -> None:
         host_path = volume.get("hostPath") if isinstance(volume, dict) else None
         if isinstance(host_path, dict):
             host_path.setdefault("type", "")
+    wl.pod_spec_extras(spec)
 
 
 def _template(holder: Any) -> None:
@@ -150,9 +163,10 @@ def _pod(obj: Obj, old: Obj) -> None:
     _pod_spec(spec)
     spec.setdefault("serviceAccountName", "default")
     spec.setdefault("enableServiceLinks", True)
+    wl.default_pod_admission(spec, old.get("spec") or {})
     status = _status(obj, old)
     status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", "BestEffort")
+    status.setdefault("qosClass", wl.qos_class(spec))
 
 
 def _replicas(obj: Obj, old: Obj) -> None:
@@ -190,6 +204,7 @@ def _stateful_set(obj: Obj, old: Obj) -> None:
     spec.setdefault("podManagementPolicy", "OrderedReady")
     _strategy(spec, "updateStrategy", "RollingUpdate", {"partition": 0})
     _template(spec)
+    wl.default_stateful_set(spec, obj, old)
 
 
 def _daemon_set(obj: Obj, old: Obj) -> None:
@@ -197,6 +212,7 @@ def _daemon_set(obj: Obj, old: Obj) -> None:
     spec.setdefault("revisionHistoryLimit", 10)
     _strategy(spec, "updateStrategy", "RollingUpdate", {"maxSurge": 0, "maxUnavailable": 1})
     _template(spec)
+    wl.default_daemon_set(spec, obj, old)
 
 
 def _job(obj: Obj, old: Obj) -> None:
@@ -209,6 +225,7 @@ def _job(obj: Obj, old: Obj) -> None:
     spec.setdefault("suspend", False)
     spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
     _template(spec)
+    wl.default_job(spec, obj, old)
 
 
 def _cronjob(obj: Obj, old: Obj) -> None:
@@ -220,6 +237,7 @@ def _cronjob(obj: Obj, old: Obj) -> None:
     job_spec = (spec.get("jobTemplate") or {}).get("spec")
     if isinstance(job_spec, dict):
         _template(job_spec)
+    wl.default_cronjob(spec, obj, old)
 
 
 def _secret(obj: Obj, old: Obj) -> None:
@@ -242,7 +260,12 @@ def _persistent_volume(obj: Obj, old: Obj) -> None:
     spec = _spec(obj)
     spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
     spec.setdefault("volumeMode", "Filesystem")
-    _status(obj, old).setdefault("phase", "Pending")
+    if isinstance(spec.get("hostPath"), dict):
+        spec["hostPath"].setdefault("type", "")
+    status = _status(obj, old)
+    status.setdefault("phase", "Pending")
+    if not old:
+        status.setdefault("lastPhaseTransitionTime", (obj.get("metadata") or {}).get("creationTimestamp"))
 
 
 def _persistent_volume_claim(obj: Obj, old: Obj) -> None:
@@ -258,9 +281,15 @@ def _priority_class(obj: Obj, old: Obj) -> None:
     obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
 
+def _rc(obj: Obj, old: Obj) -> None:
+    _replicas(obj, old)
+    wl.default_replication_controller(_spec(obj), obj, old)
+
+
 def _hpa(obj: Obj, old: Obj) -> None:
     spec = _spec(obj)
     spec.setdefault("minReplicas", 1)
+    wl.default_hpa(spec, obj, old)
     if not spec.get("metrics"):
         spec["metrics"] = [
             {
@@ -324,11 +353,21 @@ def _api_service(obj: Obj, old: Obj) -> None:
         }
 
 
+def _crd(obj: Obj, old: Obj) -> None:
+    spec = _spec(obj)
+    names = spec.get("names")
+    if isinstance(names, dict) and names.get("kind"):
+        names.setdefault("listKind", f"{names['kind']}List")
+    if not isinstance(spec.get("conversion"), dict):
+        spec["conversion"] = {"strategy": "None"}
+
+
 def _rules(obj: Obj, old: Obj) -> None:
     obj.setdefault("rules", None)  # upstream's Role and ClusterRole always carry rules, null when unset
 
 
 _BUILTIN: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
+    CRD: _crd,
     ("rbac.authorization.k8s.io", "roles"): _rules,
     ("rbac.authorization.k8s.io", "clusterroles"): _rules,
     NS: _namespace,
@@ -337,7 +376,10 @@ _BUILTIN: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
     ("", "secrets"): _secret,
     ("", "persistentvolumes"): _persistent_volume,
     ("", "persistentvolumeclaims"): _persistent_volume_claim,
-    ("", "replicationcontrollers"): _replicas,
+    ("", "replicationcontrollers"): _rc,
+    ("", "endpoints"): wl.default_endpoints,
+    ("", "events"): wl.default_event,
+    ("events.k8s.io", "events"): wl.default_events_v1,
     ("apps", "deployments"): _deployment,
     ("apps", "replicasets"): _replicas,
     ("apps", "statefulsets"): _stateful_set,
