@@ -21,6 +21,11 @@ Rows:
   from the cache); paced modifications at ``rate``/s (``B3`` p99 event→reconcile latency); RSS
   of the whole manager with the burst cached (``MEM``: at K = 100 that is 200 ConfigMaps per
   cluster with the default 20,000).
+- ``kopf`` (:mod:`bench.anchors.kopf_bench`): K clusters as K kopf processes, as K kopf operators
+  on threads of one process and as one mcr manager, the same burst: Σ RSS idle and loaded, CPU
+  per event, events handled.
+- ``B2real``: B2 against one real kube-apiserver (:mod:`bench.anchors._real`), mcr (asyncio)
+  and Go, ``--real-rounds`` paired rounds.
 """
 
 from __future__ import annotations
@@ -65,7 +70,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-b2", action="store_true")
     parser.add_argument("--skip-fleet", action="store_true", help="skip the per-K rows (B3/B4/B6/MEM)")
     parser.add_argument("--skip-real", action="store_true", help="skip B2 on a real kube-apiserver")
-    parser.add_argument("--real-rounds", type=int, default=2, help="paired rounds of the real-server B2")
+    parser.add_argument("--real-rounds", type=int, default=1, help="paired rounds of the real-server B2 (1)")
+    parser.add_argument(
+        "--real-objects", type=int, default=None, help="ConfigMaps of the real-server B2 (10,000; quick 100)"
+    )
     parser.add_argument("--skip-kopf", action="store_true", help="skip the kopf rows")
     parser.add_argument("--kopf-clusters", type=int, default=None, help="K of the kopf rows (100; quick 2)")
     parser.add_argument(
@@ -392,7 +400,13 @@ def main(argv: list[str] | None = None) -> int:
         if kopf_python is not None:
             kopf_rows = run_kopf(kopf_python, servers, fleet, kopf_k, kopf_per)
         if not args.skip_real:
-            real_plan = Plan(**{**plan.__dict__, "rounds": min(plan.rounds, args.real_rounds)})
+            real_plan = Plan(
+                **{
+                    **plan.__dict__,
+                    "rounds": args.real_rounds,
+                    "b2_objects": args.real_objects or (100 if args.quick else plan.b2_objects),
+                }
+            )
             for point in run_b2_real(subjects, real_plan):
                 print(
                     json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in point.items()}),
