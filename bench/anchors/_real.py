@@ -7,7 +7,8 @@ binaries from ``KUBEBUILDER_ASSETS`` or mcr's build cache), writes ``DIR/fleet.j
 commands for server 0, through HTTPS requests (32 in flight) instead of store commits:
 ``create`` (POST), ``modify`` (merge patch of ``data``; ``rate`` is ignored: as fast as the server
 takes them) and ``wipe`` (delete collection). Namespace ``bench`` is created at start. EOF on stdin
-stops it and the control plane.
+stops it and the control plane. When the control plane cannot start (no binaries), the first line
+is ``{"skipped": reason}`` and the process ends.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mcr_envtest import Fleet
+from mcr_envtest.real import AssetsError, ControlPlaneError, RealModeError
 
 NS = "bench"
 _IN_FLIGHT = 32
@@ -110,7 +112,11 @@ class Writer:
 async def serve(directory: Path) -> None:
     start = time.perf_counter()
     fleet = Fleet(1, kubeconfig_dir=directory, https=True, real=True)
-    await fleet.start()
+    try:
+        await fleet.start()
+    except (AssetsError, ControlPlaneError, RealModeError) as exc:
+        print(json.dumps({"skipped": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
+        return
     try:
         s = fleet.servers[0]
         info = [

@@ -169,6 +169,9 @@ def run_b2_real(subjects: list[Subject], plan: Plan) -> Iterator[dict[str, Any]]
     real = Child("bench.anchors._real", ["--dir", str(directory)], 0)
     try:
         ready = real.recv()
+        if "skipped" in ready:
+            print(json.dumps({"real_server_skipped": ready["skipped"]}), flush=True)
+            return
         print(
             json.dumps({"real_servers": ready["ready"], "server_start_s": round(ready["start_s"], 1)}),
             flush=True,
