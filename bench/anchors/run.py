@@ -254,7 +254,7 @@ ROWS: list[tuple[str, str, Callable[[dict[str, Any]], bool], str, bool]] = [
     # label, field, row filter, unit, higher is better
     ("B2 no-op, update events / CPU s (1 cluster)", "per_cpu_s", lambda r: r["bench"] == "B2", "/s", True),
     (
-        "B2 on real kube-apiserver, reconciles / CPU s",
+        "B2 on real kube-apiserver, events / CPU s",
         "per_cpu_s",
         lambda r: r["bench"] == "B2real",
         "/s",
