@@ -175,6 +175,19 @@ def invalid(info: ResourceInfo, name: str, causes: list[dict[str, Any]]) -> Stat
     return StatusError(422, "Invalid", message, details=details)
 
 
+def options_invalid(kind: str, causes: list[dict[str, Any]]) -> StatusError:
+    """kube-apiserver's 422 for invalid request options (``ListOptions``, ``DeleteOptions``,
+    ...): the unnamed ``<kind>.meta.k8s.io`` object is what is invalid."""
+    parts = [f"{c.get('field', '')}: {c.get('message', '')}" for c in causes]
+    joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    return StatusError(
+        422,
+        "Invalid",
+        f'{kind}.meta.k8s.io "" is invalid: {joined}',
+        details={"group": "meta.k8s.io", "kind": kind, "causes": causes},
+    )
+
+
 def bad_request(message: str) -> StatusError:
     return StatusError(400, "BadRequest", message)
 

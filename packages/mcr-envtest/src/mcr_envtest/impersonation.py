@@ -77,6 +77,23 @@ def _attrs(group: str, resource: str, name: str, *, namespace: str = "", sub: st
     )
 
 
+def _go_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _go_user(h: _Headers) -> str:
+    """The requested user as kube-apiserver prints it (Go's ``%#v`` of its user info)."""
+    groups = "[]string{" + ", ".join(_go_quote(g) for g in h.groups) + "}" if h.groups else "[]string(nil)"
+    extra = "map[string][]string(nil)"
+    if h.extra:
+        items = ", ".join(
+            f"{_go_quote(k)}:[]string{{{', '.join(_go_quote(v) for v in vs)}}}"
+            for k, vs in sorted(h.extra.items())
+        )
+        extra = "map[string][]string{" + items + "}"
+    return f'&user.DefaultInfo{{Name:"", UID:{_go_quote(h.uid or "")}, Groups:{groups}, Extra:{extra}}}'
+
+
 def impersonate(headers: Mapping[str, str], actor: UserInfo, authorizer: Authorizer) -> UserInfo:
     """The user a request runs as: ``actor`` itself without impersonation headers, else the
     impersonated user once every part of it is authorized (see the module docstring).
@@ -87,9 +104,7 @@ def impersonate(headers: Mapping[str, str], actor: UserInfo, authorizer: Authori
     if not h.any:
         return actor
     if not h.user:
-        asked = [f"group {g!r}" for g in h.groups] + ([f"uid {h.uid!r}"] if h.uid else [])
-        asked += [f"extra {k!r}" for k in h.extra]
-        raise errors.bad_request(f"requested {', '.join(asked)} without impersonating a user")
+        raise errors.bad_request(f"requested {_go_user(h)} without impersonating a user name")
     groups = list(h.groups)
     if h.user.startswith(SA_PREFIX) and h.user.count(":") == 3:
         ns, name = h.user[len(SA_PREFIX) :].split(":", 1)

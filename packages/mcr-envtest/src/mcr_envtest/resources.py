@@ -9,11 +9,12 @@ touches it from its event loop.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ALL_VERBS", "Registry", "ResourceInfo"]
+__all__ = ["ALL_VERBS", "Registry", "ResourceInfo", "deprecation_warning"]
 
 ALL_VERBS = frozenset({"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"})
 CREATE_ONLY = frozenset({"create"})
@@ -382,3 +383,41 @@ class Registry:
                 self._by_kind.pop(info.gvk, None)
         self._rebuild_group_versions()
         self.generation += 1
+
+
+_KUBE_VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?")
+
+
+def _version_priority(name: str) -> tuple[int, int, int, str]:
+    """Kubernetes' ordering of version names: GA above beta above alpha, higher numbers first;
+    names outside the scheme last, alphabetically."""
+    m = _KUBE_VERSION.fullmatch(name)
+    if m is None:
+        return (-1, 0, 0, name)
+    stage = {"alpha": 0, "beta": 1, None: 2}[m.group(2)]
+    return (stage, int(m.group(1)), int(m.group(3) or 0), "")
+
+
+def deprecation_warning(info: ResourceInfo) -> str | None:
+    """The warning kube-apiserver sends with every request to a deprecated version of a custom
+    resource (the CRD's ``deprecationWarning``, or a default naming the newest served version
+    that replaces it), or None."""
+    spec = (info.crd or {}).get("spec") or {}
+    versions = [v for v in spec.get("versions") or [] if isinstance(v, dict)]
+    mine = next((v for v in versions if v.get("name") == info.version), None)
+    if mine is None or not mine.get("deprecated"):
+        return None
+    if isinstance(mine.get("deprecationWarning"), str):
+        return str(mine["deprecationWarning"])
+    kind = (spec.get("names") or {}).get("kind", info.kind)
+    message = f"{info.group}/{info.version} {kind} is deprecated"
+    newer = [
+        str(v.get("name"))
+        for v in versions
+        if v.get("served")
+        and not v.get("deprecated")
+        and _version_priority(str(v.get("name"))) > _version_priority(info.version)
+    ]
+    if newer:
+        message += f"; use {info.group}/{max(newer, key=_version_priority)} {kind}"
+    return message

@@ -35,7 +35,7 @@ async def self_subject_access_review(
     """
     spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
     assert isinstance(spec, dict)
-    attrs = _attributes(spec, "SelfSubjectAccessReview")
+    attrs = _attributes(spec)
     allowed, reason = authorizer.authorize(user, attrs)
     status: dict[str, Any] = {"allowed": allowed}
     if reason:
@@ -138,27 +138,21 @@ def token_request(
     }
 
 
-def _attributes(spec: dict[str, Any], kind: str) -> RequestAttributes:
+def _attributes(spec: dict[str, Any]) -> RequestAttributes:
     res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if (res is None) == (non is None):
+        message = (
+            "Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes "
+            "must be specified"
+        )
+        # kube-apiserver names no kind here (it reads it from the decoded internal object)
         raise errors.StatusError(
             422,
             "Invalid",
-            f'{kind}.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
-            'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes '
-            "must be specified",
+            f'.authorization.k8s.io "" is invalid: spec: {message}',
             details={
                 "group": "authorization.k8s.io",
-                "kind": kind,
-                "causes": [
-                    {
-                        "reason": "FieldValueInvalid",
-                        "type": "FieldValueInvalid",
-                        "message": 'Invalid value: "null": exactly one of nonResourceAttributes or '
-                        "resourceAttributes must be specified",
-                        "field": "spec.resourceAttributes",
-                    }
-                ],
+                "causes": [{"reason": "FieldValueInvalid", "message": message, "field": "spec"}],
             },
         )
     if isinstance(res, dict):
@@ -249,7 +243,7 @@ async def subject_access_review(authorizer: Authorizer, body: dict[str, Any]) ->
                 ],
             },
         )
-    attrs = _attributes(spec, "SubjectAccessReview")
+    attrs = _attributes(spec)
     extra = spec.get("extra") if isinstance(spec.get("extra"), dict) else {}
     assert isinstance(extra, dict)
     user = UserInfo(

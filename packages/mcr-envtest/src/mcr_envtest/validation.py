@@ -149,7 +149,9 @@ def validate_labels(labels: Any, field: str = "metadata.labels") -> list[dict[st
 def _qualified_name(key: str, field: str) -> list[dict[str, Any]]:
     prefix, slash, name = key.rpartition("/")
     bad: list[str] = []
-    if slash and (not prefix or len(prefix) > 253 or not _RE_SUBDOMAIN.fullmatch(prefix)):
+    if slash and not prefix:
+        bad.append("prefix part must be non-empty")
+    elif slash and (len(prefix) > 253 or not _RE_SUBDOMAIN.fullmatch(prefix)):
         bad.append("prefix part " + _MSG_SUBDOMAIN)
     if not name or len(name) > 63 or not _RE_QUALIFIED.fullmatch(name):
         bad.append(

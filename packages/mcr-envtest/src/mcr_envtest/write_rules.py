@@ -47,6 +47,51 @@ def content(obj: dict[str, Any], *, with_status: bool) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in drop}
 
 
+_JSON_TYPES: dict[type, str] = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "bool",
+    int: "number",
+    float: "number",
+}
+# string maps of built-in kinds: (group, kind) -> ((field, Go type of the values), ...)
+_STRING_MAPS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
+    ("", "ConfigMap"): (("data", "string"), ("binaryData", "[]uint8")),
+    ("", "Secret"): (("data", "[]uint8"), ("stringData", "string")),
+}
+
+
+def decode_error(group: str, kind: str, obj: dict[str, Any]) -> str | None:
+    """The message kube-apiserver's JSON decoding gives a built-in object whose string maps
+    (labels, annotations, a ConfigMap's or Secret's data) hold values of another JSON type, or
+    None when they are well typed."""
+
+    def check(value: Any, struct: str, field: str, go_type: str) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            found = _JSON_TYPES.get(type(value), "value")
+            return (
+                f"cannot unmarshal {found} into Go struct field {struct}.{field} of type map[string]{go_type}"
+            )
+        for v in value.values():
+            if v is not None and not isinstance(v, str):
+                found = _JSON_TYPES.get(type(v), "value")
+                return f"cannot unmarshal {found} into Go struct field {struct}.{field} of type {go_type}"
+        return None
+
+    meta = obj.get("metadata")
+    found: str | None = None
+    if isinstance(meta, dict):
+        found = check(meta.get("labels"), "ObjectMeta", "metadata.labels", "string") or check(
+            meta.get("annotations"), "ObjectMeta", "metadata.annotations", "string"
+        )
+    for field, go_type in _STRING_MAPS.get((group, kind), ()):
+        found = found or check(obj.get(field), kind, field, go_type)
+    return f"json: {found}" if found else None
+
+
 def type_causes(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """Causes for metadata fields whose JSON type the server's own logic relies on."""
     meta = obj.get("metadata") or {}

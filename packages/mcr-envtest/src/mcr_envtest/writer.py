@@ -19,6 +19,7 @@ from .resources import GENERATION_TRACKED, Registry, ResourceInfo, crd_resource_
 from .store import Store
 from .write_rules import (
     content,
+    decode_error,
     deep_copy,
     deleted_pod,
     missing_service_account,
@@ -103,6 +104,14 @@ class Writer:
                 ],
             )
 
+    def _check_decode(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
+        """A built-in object kube-apiserver could not decode into its Go type is a 400."""
+        found = None if info.is_custom else decode_error(info.group, info.kind, obj)
+        if found:
+            raise errors.bad_request(
+                f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: {found}'
+            )
+
     def _validate(self, info: ResourceInfo, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         causes = validation.validate_object(info, obj, old=old, registry=self.registry)
         if causes:
@@ -141,6 +150,7 @@ class Writer:
         else:
             meta.pop("namespace", None)
             namespace = ""
+        self._check_decode(info, obj)
         causes = type_causes(obj)
         if causes:
             raise errors.invalid(info, str(meta.get("name") or ""), causes)
@@ -250,6 +260,7 @@ class Writer:
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
+        self._check_decode(info, body)
         causes = type_causes(body)
         if causes:
             raise errors.invalid(info, name, causes)
@@ -439,14 +450,14 @@ class Writer:
         if policy is None and options.get("orphanDependents") is not None:
             policy = "Orphan" if options["orphanDependents"] else "Background"
         if policy not in (None, "Background", "Foreground", "Orphan"):
-            raise errors.invalid(
-                info,
-                name,
+            supported = '"Foreground", "Background", "Orphan", "nil"'
+            raise errors.options_invalid(
+                "DeleteOptions",
                 [
                     {
                         "type": "FieldValueNotSupported",
                         "field": "propagationPolicy",
-                        "message": f'Unsupported value: "{policy}"',
+                        "message": f'Unsupported value: "{policy}": supported values: {supported}',
                     }
                 ],
             )

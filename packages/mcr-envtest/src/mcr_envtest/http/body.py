@@ -3,6 +3,7 @@ body's type check, ``dryRun``, ``fieldManager``, ``fieldValidation`` and merge p
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -101,6 +102,8 @@ async def object_body(ctx: Ctx) -> dict[str, Any]:
                 "couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
             )
         body = decode(data, ctype)
+        if ctx.query.get("fieldValidation") == "Strict" and ctype == "application/json":
+            _refuse_duplicates(ctx, data)
         go_type = _GO_JSON_TYPES.get(type(body))
         if go_type and not ctx.info.is_custom and ctype == "application/json":
             raise errors.bad_request(
@@ -114,6 +117,24 @@ async def object_body(ctx: Ctx) -> dict[str, Any]:
         raise errors.bad_request("the request body must be a JSON object")
     check_type(ctx, body)
     return body
+
+
+def _refuse_duplicates(ctx: Ctx, data: bytes) -> None:
+    """Under ``fieldValidation=Strict``, a JSON object naming one field twice is a 400."""
+    seen: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in items]
+        seen.extend(k for i, k in enumerate(keys) if k in keys[:i])
+        return dict(items)
+
+    json.loads(data, object_pairs_hook=pairs)
+    if seen:
+        kind, version = ctx.info.kind, ctx.info.version
+        fields = ", ".join(f'duplicate field "{k}"' for k in seen)
+        raise errors.bad_request(
+            f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {fields}'
+        )
 
 
 _BUILTIN_GVKS = frozenset(i.gvk for i in BUILTINS)
@@ -248,21 +269,16 @@ def field_manager(ctx: Ctx) -> str:
 
 
 def field_validation(ctx: Ctx, info: ResourceInfo, obj: Any) -> list[str]:
-    """Apply ``fieldValidation``: Strict → 400 for unknown fields; Warn → the warning texts to send.
-
-    Without the parameter nothing is checked (keeps the write path lean).
-    """
+    """Apply ``fieldValidation`` to the fields ``obj``'s schema does not declare: ``Strict`` → a
+    400; otherwise they are dropped from a built-in object (as kube-apiserver's decoding into Go
+    types drops them; custom resources are pruned by the writer) and, unless ``Ignore``, their
+    warning texts are returned (``Warn`` is the default)."""
     mode = ctx.query.get("fieldValidation", "")
-    if not mode or mode == "Ignore" or not isinstance(obj, dict):
-        if mode not in ("", "Ignore", "Strict", "Warn"):
-            raise errors.bad_request(
-                f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Strict", "Warn"'
-            )
+    if mode not in ("", "Ignore", "Strict", "Warn"):
+        message = f'Unsupported value: "{mode}": supported values: "", "Ignore", "Strict", "Warn"'
+        raise options_invalid(ctx, "FieldValueNotSupported", "fieldValidation", message)
+    if not isinstance(obj, dict):
         return []
-    if mode not in ("Strict", "Warn"):
-        raise errors.bad_request(
-            f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Strict", "Warn"'
-        )
     unknown = validation.unknown_fields(info, obj)
     if not unknown:
         return []
@@ -272,7 +288,28 @@ def field_validation(ctx: Ctx, info: ResourceInfo, obj: Any) -> list[str]:
             f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
             "strict decoding error: " + ", ".join(texts)
         )
-    return texts
+    if not info.is_custom:
+        for path in unknown:
+            _drop(obj, path)
+    return [] if mode == "Ignore" else texts
+
+
+def _drop(obj: Any, path: str) -> None:
+    """Remove the field at ``path`` (``.spec.containers[0].bogus``) when it is there."""
+    steps: list[str | int] = []
+    for part in path.lstrip(".").split("."):
+        name, _, rest = part.partition("[")
+        if name:
+            steps.append(name)
+        for index in rest.split("[") if rest else ():
+            steps.append(int(index.rstrip("]")))
+    for step in steps[:-1]:
+        if isinstance(step, int):
+            obj = obj[step] if isinstance(obj, list) and step < len(obj) else None
+        else:
+            obj = obj.get(step) if isinstance(obj, dict) else None
+    if isinstance(obj, dict) and steps and isinstance(steps[-1], str):
+        obj.pop(steps[-1], None)
 
 
 def warn(resp: web.StreamResponse, warnings: list[str]) -> web.StreamResponse:

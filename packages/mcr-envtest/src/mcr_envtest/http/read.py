@@ -130,9 +130,8 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
         )
     if rvm:
         if rvm not in ("NotOlderThan", "Exact"):
-            raise errors.invalid(
-                info,
-                "",
+            raise errors.options_invalid(
+                "ListOptions",
                 [
                     {
                         "type": "FieldValueNotSupported",
@@ -142,9 +141,8 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
                 ],
             )
         if not rv:
-            raise errors.invalid(
-                info,
-                "",
+            raise errors.options_invalid(
+                "ListOptions",
                 [
                     {
                         "type": "FieldValueForbidden",
@@ -155,9 +153,8 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
                 ],
             )
         if cont:
-            raise errors.invalid(
-                info,
-                "",
+            raise errors.options_invalid(
+                "ListOptions",
                 [
                     {
                         "type": "FieldValueForbidden",
@@ -167,9 +164,8 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
                 ],
             )
         if rvm == "Exact" and rv == "0":
-            raise errors.invalid(
-                info,
-                "",
+            raise errors.options_invalid(
+                "ListOptions",
                 [
                     {
                         "type": "FieldValueForbidden",

@@ -21,7 +21,7 @@ from mcr_envtest import discovery, errors, health, metrics, openapi, openapi_v2
 from mcr_envtest.auth import Authenticator, Authorizer, RequestAttributes, Unauthenticated, UserInfo
 from mcr_envtest.faults import Faults, LoggedRequest
 from mcr_envtest.impersonation import impersonate
-from mcr_envtest.resources import Registry
+from mcr_envtest.resources import Registry, deprecation_warning
 from mcr_envtest.schema.protobuf import supported as protobuf_supported
 
 from . import read, watch, write
@@ -178,6 +178,11 @@ class Api:
             resp = await read.handle(self, ctx)
         else:
             resp = await write.handle(self, ctx)
+        deprecated = deprecation_warning(ctx.info) if ctx.info.crd is not None else None
+        if deprecated and not resp.prepared:  # a watch stream has sent its headers already
+            others = resp.headers.popall("Warning", [])
+            for text in ['299 - "' + deprecated.replace('"', '\\"') + '"', *others]:
+                resp.headers.add("Warning", text)
         return resp, user.name
 
     @staticmethod

@@ -119,36 +119,22 @@ async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
     if send_initial is not None and send_initial != "":
         si = _bool(send_initial)
         if rvm != "NotOlderThan":
-            raise errors.invalid(
-                info,
-                "",
-                [
-                    {
-                        "type": "FieldValueInvalid",
-                        "field": "resourceVersionMatch",
-                        "message": 'Invalid value: "' + rvm + '": sendInitialEvents requires '
-                        "setting resourceVersionMatch to NotOlderThan",
-                    }
-                ],
-            )
-        if not bookmarks and si:
-            raise errors.invalid(
-                info,
-                "",
+            raise errors.options_invalid(
+                "ListOptions",
                 [
                     {
                         "type": "FieldValueForbidden",
-                        "field": "allowWatchBookmarks",
-                        "message": "Forbidden: allowWatchBookmarks required when sendInitialEvents is true",
+                        "field": "resourceVersionMatch",
+                        "message": "Forbidden: sendInitialEvents requires setting resourceVersionMatch "
+                        "to NotOlderThan",
                     }
                 ],
             )
     else:
         si = False
         if rvm:
-            raise errors.invalid(
-                info,
-                "",
+            raise errors.options_invalid(
+                "ListOptions",
                 [
                     {
                         "type": "FieldValueForbidden",
@@ -188,7 +174,7 @@ async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
             else:
                 initial.append(renderer.obj("ADDED", obj, raw))
         snapshot_rv = store.rv
-        if si:
+        if si and bookmarks:  # without bookmarks the initial events just end
             initial.append(renderer.bookmark(snapshot_rv, initial_end=True))
     else:
         since = parse_rv(rv)

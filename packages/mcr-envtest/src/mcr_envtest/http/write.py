@@ -174,6 +174,15 @@ async def _update(api: Backend, ctx: Ctx) -> web.StreamResponse:
     return warn(render_object(ctx, obj), warnings + admitted + _rule_warnings(ctx.info, obj))
 
 
+_GO_JSON_TYPES: dict[type, str] = {
+    dict: "object",
+    str: "string",
+    bool: "bool",
+    int: "number",
+    float: "number",
+}
+
+
 async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
     info = storage_info(api, ctx.info)
     ctype = content_type(ctx)
@@ -184,7 +193,12 @@ async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
             raise errors.StatusError(415, "UnsupportedMediaType", message, details=errors.EMPTY_DETAILS)
         raise errors.unsupported_media_type(accepted)
     data = await read_body(ctx)
-    patch = decode(data, ctype)
+    try:
+        patch = decode(data, ctype)
+    except errors.StatusError:
+        if ctype == MERGE_PATCH and data.strip():
+            raise errors.bad_request("invalid JSON patch") from None  # upstream's words
+        raise
     dry = dry_run(ctx)
     current = api.store.get(info.group, info.plural, ctx.namespace, ctx.name)
     if ctype == APPLY:
@@ -202,7 +216,11 @@ async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
     try:
         if ctype == JSON_PATCH:
             if not isinstance(patch, list):
-                raise errors.bad_request("json patch must be a list of operations")
+                found = _GO_JSON_TYPES.get(type(patch), "object")
+                raise errors.bad_request(
+                    f"error decoding patch: json: cannot unmarshal {found} into Go value of type "
+                    "[]handlers.jsonPatchOp"
+                )
             if len(patch) > 10000:
                 raise errors.StatusError(
                     413, "RequestEntityTooLarge", "The allowed maximum operations in a JSON patch is 10000"
@@ -346,6 +364,13 @@ async def _delete_options(ctx: Ctx) -> dict[str, Any]:
         body = decode(data, "application/json")
         if not isinstance(body, dict):
             raise errors.bad_request("DeleteOptions must be a JSON object")
+        kind = body.get("kind")
+        if kind and kind != "DeleteOptions":
+            version = str(body.get("apiVersion") or "")
+            scheme = "pkg/runtime/scheme.go:111"
+            raise errors.bad_request(
+                f'no kind "{kind}" is registered for version "{version}" in scheme "{scheme}"'
+            )
         opts = body
     q = ctx.query
     if "propagationPolicy" in q:

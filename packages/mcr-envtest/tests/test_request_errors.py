@@ -1,0 +1,210 @@
+"""Refusals of malformed requests worded and shaped as kube-apiserver's: request options,
+bodies kube-apiserver cannot decode into its Go types, patches, impersonation and access
+reviews; unknown fields of built-in objects dropped with a warning (both lanes)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from .conftest import Raw, crd_served
+
+
+@pytest.fixture
+async def ns(raw: Raw) -> AsyncIterator[str]:
+    name = f"re-{uuid.uuid4().hex[:8]}"
+    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
+    assert status == 201, body
+    yield name
+    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
+
+
+def options_invalid(kind: str, field: str, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'{kind}.meta.k8s.io "" is invalid: {field}: {message}',
+        "reason": "Invalid",
+        "details": {
+            "group": "meta.k8s.io",
+            "kind": kind,
+            "causes": [{"reason": reason, "message": message, "field": field}],
+        },
+        "code": 422,
+    }
+
+
+async def test_invalid_options_name_their_options_kind(raw: Raw, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    status, body = await raw.json("GET", path, params={"resourceVersionMatch": "NotOlderThan"})
+    assert status == 422
+    message = "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+    assert body == options_invalid("ListOptions", "resourceVersionMatch", "FieldValueForbidden", message)
+
+    query = {"watch": "1", "sendInitialEvents": "true", "allowWatchBookmarks": "true"}
+    status, body = await raw.json("GET", path, params=query)
+    assert status == 422
+    message = "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    assert body == options_invalid("ListOptions", "resourceVersionMatch", "FieldValueForbidden", message)
+
+    status, body = await raw.json(
+        "POST", path, params={"fieldValidation": "Maybe"}, json={"metadata": {"name": "m"}}
+    )
+    assert status == 422
+    message = 'Unsupported value: "Maybe": supported values: "", "Ignore", "Strict", "Warn"'
+    assert body == options_invalid("CreateOptions", "fieldValidation", "FieldValueNotSupported", message)
+
+    assert await raw.status("POST", path, json={"metadata": {"name": "victim"}}) == 201
+    status, body = await raw.json("DELETE", f"{path}/victim", params={"propagationPolicy": "Sideways"})
+    assert status == 422
+    message = 'Unsupported value: "Sideways": supported values: "Foreground", "Background", "Orphan", "nil"'
+    assert body == options_invalid("DeleteOptions", "propagationPolicy", "FieldValueNotSupported", message)
+
+    status, body = await raw.json("DELETE", f"{path}/victim", json={"kind": "Pod", "apiVersion": "v1"})
+    assert (status, body["message"]) == (
+        400,
+        'no kind "Pod" is registered for version "v1" in scheme "pkg/runtime/scheme.go:111"',
+    )
+
+
+async def test_initial_events_without_bookmarks_end_without_one(raw: Raw, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    assert await raw.status("POST", path, json={"metadata": {"name": "w", "labels": {"w": "1"}}}) == 201
+    query = {
+        "watch": "1",
+        "sendInitialEvents": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "labelSelector": "w",
+        "timeoutSeconds": "1",
+    }
+    async with raw.request("GET", path, params=query) as resp:
+        assert resp.status == 200
+        events = [json.loads(line) for line in (await resp.read()).splitlines() if line.strip()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "w")]
+
+
+async def test_bodies_that_do_not_decode_into_go_types(raw: Raw, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    prefix = 'ConfigMap in version "v1" cannot be handled as a ConfigMap: '
+    status, body = await raw.json("POST", path, json={"metadata": {"name": "t"}, "data": {"a": 1}})
+    assert (status, body["reason"]) == (400, "BadRequest"), body
+    assert (
+        body["message"]
+        == prefix + "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+    )
+    status, body = await raw.json("POST", path, json={"metadata": {"name": "t", "labels": ["a"]}})
+    assert (status, body["message"]) == (
+        400,
+        prefix + "json: cannot unmarshal array into Go struct field ObjectMeta.metadata.labels of type "
+        "map[string]string",
+    )
+    status, body = await raw.json(
+        "POST",
+        path,
+        params={"fieldValidation": "Strict", "dryRun": "All"},
+        data=b'{"metadata": {"name": "d"}, "data": {"a": "1"}, "data": {"b": "2"}}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert (status, body["message"]) == (400, prefix + 'strict decoding error: duplicate field "data"')
+
+    status, body = await raw.json(
+        "POST", path, json={"metadata": {"name": "ia", "annotations": {"/bad": "x"}}}
+    )
+    assert status == 422
+    assert body["details"]["causes"][0]["message"] == 'Invalid value: "/bad": prefix part must be non-empty'
+
+
+async def test_unknown_fields_are_dropped_with_a_warning(raw: Raw, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    sent = {"metadata": {"name": "u"}, "bogus": True, "data": {"a": "1"}, "spec": {"x": 1}}
+    async with raw.request("POST", path, json=sent) as resp:
+        assert resp.status == 201
+        warnings = resp.headers.getall("Warning", [])
+        body = await resp.json()
+    assert warnings == ['299 - "unknown field \\"bogus\\""', '299 - "unknown field \\"spec\\""']
+    assert "bogus" not in body
+    assert "spec" not in body
+    assert body["data"] == {"a": "1"}
+    async with raw.request(
+        "POST", path, params={"fieldValidation": "Ignore"}, json={**sent, "metadata": {"name": "i"}}
+    ) as resp:
+        assert resp.status == 201
+        assert resp.headers.getall("Warning", []) == []
+        assert "bogus" not in await resp.json()
+
+
+async def test_patch_impersonation_and_review_refusals(raw: Raw, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    assert await raw.status("POST", path, json={"metadata": {"name": "p"}}) == 201
+    status, body = await raw.json(
+        "PATCH", f"{path}/p", data=b"{not json", headers={"Content-Type": "application/merge-patch+json"}
+    )
+    assert (status, body["message"]) == (400, "invalid JSON patch")
+    status, body = await raw.json(
+        "PATCH", f"{path}/p", json={"op": "add"}, headers={"Content-Type": "application/json-patch+json"}
+    )
+    assert (status, body["message"]) == (
+        400,
+        "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp",
+    )
+
+    status, body = await raw.json("GET", path, headers={"Impersonate-Group": "devs"})
+    assert (status, body["message"]) == (
+        400,
+        'requested &user.DefaultInfo{Name:"", UID:"", Groups:[]string{"devs"}, '
+        "Extra:map[string][]string(nil)} without impersonating a user name",
+    )
+
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {}}
+    status, body = await raw.json(
+        "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review
+    )
+    message = (
+        "Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified"
+    )
+    assert status == 422
+    assert body["message"] == f'.authorization.k8s.io "" is invalid: spec: {message}'
+    assert body["details"] == {
+        "group": "authorization.k8s.io",
+        "causes": [{"reason": "FieldValueInvalid", "message": message, "field": "spec"}],
+    }
+
+
+async def test_deprecated_custom_resource_version_warns(raw: Raw) -> None:
+    group = f"dep{uuid.uuid4().hex[:6]}.example.com"
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"gizmos.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Cluster",
+            "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+            "versions": [
+                {"name": "v1alpha1", "served": True, "storage": False, "deprecated": True, "schema": schema},
+                {"name": "v1beta1", "served": True, "storage": False, "deprecated": True, "schema": schema},
+                {"name": "v1", "served": True, "storage": True, "schema": schema},
+            ],
+        },
+    }
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    assert await raw.status("POST", crds, json=crd) == 201
+    try:
+        await crd_served(raw, crd)
+        async with raw.request("GET", f"/apis/{group}/v1alpha1/gizmos") as resp:
+            assert resp.status == 200
+            assert resp.headers.getall("Warning", []) == [
+                f'299 - "{group}/v1alpha1 Gizmo is deprecated; use {group}/v1 Gizmo"'
+            ]
+        async with raw.request("GET", f"/apis/{group}/v1/gizmos") as resp:
+            assert resp.status == 200
+            assert resp.headers.getall("Warning", []) == []
+    finally:
+        await raw.status("DELETE", f"{crds}/gizmos.{group}")
