@@ -21,6 +21,7 @@ import asyncio
 import gc
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -58,6 +59,7 @@ class Recorder:
         if self.n.get(phase, 0) >= count:
             done.set()
         cpu = time.process_time()
+        diag = _Diagnostics() if os.environ.get("MCR_ANCHOR_DIAG") else None
         print(json.dumps({"armed": phase}), flush=True)
         deadline = time.monotonic() + timeout
         complete = False
@@ -81,6 +83,8 @@ class Recorder:
                     break
         finally:
             self._want = None
+            if diag is not None:
+                print(json.dumps({"phase": phase, **await diag.stop()}), file=sys.stderr, flush=True)
         lat = self.lat.get(phase, [])
         return {
             "phase": phase,
@@ -93,6 +97,48 @@ class Recorder:
             "cpu_s": time.process_time() - cpu,
             "rss": rss_bytes(),
         }
+
+
+class _Diagnostics:
+    """With ``MCR_ANCHOR_DIAG`` set: the event loop's lateness (a 10 ms sleep, repeated) and every
+    garbage collection's generation and duration while one ``expect`` waits, for telling stalls
+    of the loop apart from collections. Written to stderr; costs CPU, so off by default."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self.gcs: list[tuple[int, float]] = []
+        self._gc_start = 0.0
+        gc.callbacks.append(self._on_gc)
+        self._task = asyncio.create_task(self._lag())
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self.gcs.append((info["generation"], time.perf_counter() - self._gc_start))
+
+    async def _lag(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            start = loop.time()
+            await asyncio.sleep(0.01)
+            self.lags.append(loop.time() - start - 0.01)
+
+    async def stop(self) -> dict[str, Any]:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        gc.callbacks.remove(self._on_gc)
+        out: dict[str, Any] = {
+            "loop_lag_p99_ms": percentile(self.lags, 0.99) * 1e3,
+            "loop_lag_max_ms": max(self.lags, default=math.nan) * 1e3,
+            "stalls_over_20ms": sum(1 for x in self.lags if x > 0.02),
+        }
+        for gen in (0, 1, 2):
+            times = [d for g, d in self.gcs if g == gen]
+            out[f"gc{gen}_n"] = len(times)
+            out[f"gc{gen}_max_ms"] = max(times, default=0.0) * 1e3
+            out[f"gc{gen}_over_20ms"] = sum(1 for d in times if d > 0.02)
+        return out
 
 
 async def amain(fleet: list[dict[str, Any]], k: int, mode: str, first: bool) -> None:
