@@ -208,3 +208,94 @@ async def test_deprecated_custom_resource_version_warns(raw: Raw) -> None:
             assert resp.headers.getall("Warning", []) == []
     finally:
         await raw.status("DELETE", f"{crds}/gizmos.{group}")
+
+
+async def test_refusals_worded_as_upstream(raw: Raw, ns: str) -> None:
+    deployments = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    template = {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    deployment = {
+        "metadata": {"name": "w"},
+        "spec": {"selector": {"matchLabels": {"app": "w"}}, "template": template},
+    }
+    assert await raw.status("POST", deployments, json=deployment) == 201
+    status, body = await raw.json(
+        "PATCH",
+        f"{deployments}/w/scale",
+        json={"spec": {"replicas": -3}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 422
+    message = "Invalid value: -3: must be greater than or equal to 0"
+    assert body["message"] == f'Scale.autoscaling "w" is invalid: spec.replicas: {message}'
+    assert (body["details"]["group"], body["details"]["kind"]) == ("autoscaling", "Scale")
+
+    accounts = f"/api/v1/namespaces/{ns}/serviceaccounts"
+    status, body = await raw.json("POST", accounts, json={"metadata": {"name": "robot"}})
+    assert status == 201, body
+    status, body = await raw.json("POST", f"{accounts}/robot/token", json={"spec": {"expirationSeconds": 60}})
+    assert status == 422
+    assert body["message"].startswith(
+        'TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds'
+    )
+    assert "name" not in body["details"]
+
+    event = {
+        "metadata": {"name": "ev"},
+        "reason": "R",
+        "action": "A",
+        "type": "Normal",
+        "reportingController": "c",
+        "reportingInstance": "i",
+        "regarding": {"kind": "Pod", "name": "web", "namespace": ns},
+    }
+    status, body = await raw.json("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events", json=event)
+    assert (status, body["message"]) == (422, 'Event "ev" is invalid: eventTime: Required value')
+    assert "group" not in body["details"]
+
+    configmaps = f"/api/v1/namespaces/{ns}/configmaps"
+    held = {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}
+    assert await raw.status("POST", configmaps, json=held) == 201
+    assert await raw.status("DELETE", f"{configmaps}/held") == 200
+    more = {"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}}
+    status, body = await raw.json(
+        "PATCH", f"{configmaps}/held", json=more, headers={"Content-Type": "application/merge-patch+json"}
+    )
+    assert status == 422
+    assert body["details"]["causes"][0]["message"].endswith(
+        'found new finalizers []string{"example.com/more"}'
+    )
+    await raw.json(
+        "PATCH",
+        f"{configmaps}/held",
+        json={"metadata": {"finalizers": None}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+
+    long_name = "n" + "1" * 63
+    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": long_name}})
+    assert status == 422
+    assert [(c["field"], c["message"]) for c in body["details"]["causes"]] == [
+        ("metadata.name", f'Invalid value: "{long_name}": must be no more than 63 characters'),
+        ("metadata.labels", f'Invalid value: "{long_name}": must be no more than 63 bytes'),
+    ]
+
+    backend = {"service": {"name": "web", "port": {"number": 80}}}
+    ingress = {
+        "metadata": {"name": "nopt"},
+        "spec": {"rules": [{"http": {"paths": [{"path": "/", "backend": backend}]}}]},
+    }
+    status, body = await raw.json(
+        "POST", f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses", json=ingress
+    )
+    assert status == 422
+    assert body["details"]["causes"] == [
+        {
+            "reason": "FieldValueRequired",
+            "message": "Required value: pathType must be specified",
+            "field": "spec.rules[0].http.paths[0].pathType",
+        }
+    ]
+
+    status, body = await raw.json("GET", "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps")
+    assert status == 200, body
+    assert (body["spec"]["groupPriorityMinimum"], body["spec"]["versionPriority"]) == (17800, 15)

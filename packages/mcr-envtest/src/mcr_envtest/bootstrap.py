@@ -85,6 +85,33 @@ def seed(writer: Writer) -> None:
         writer.store.commit(group, plural, obj)
 
 
+# kube-apiserver 1.37's priorities of its local APIServices: (groupPriorityMinimum, versionPriority)
+_PRIORITIES: dict[str, tuple[int, int]] = {
+    "v1.": (18000, 1),
+    "v1.apps": (17800, 15),
+    "v1.events.k8s.io": (17750, 15),
+    "v1.authentication.k8s.io": (17700, 15),
+    "v1.authorization.k8s.io": (17600, 15),
+    "v1.autoscaling": (17500, 15),
+    "v2.autoscaling": (17500, 30),
+    "v1.batch": (17400, 15),
+    "v1.certificates.k8s.io": (17300, 15),
+    "v1.networking.k8s.io": (17200, 15),
+    "v1.policy": (17100, 15),
+    "v1.rbac.authorization.k8s.io": (17000, 15),
+    "v1.storage.k8s.io": (16800, 15),
+    "v1.admissionregistration.k8s.io": (16700, 15),
+    "v1.apiextensions.k8s.io": (16700, 15),
+    "v1.scheduling.k8s.io": (16600, 15),
+    "v1.coordination.k8s.io": (16500, 15),
+    "v1.node.k8s.io": (16300, 15),
+    "v1.discovery.k8s.io": (16200, 15),
+    "v1.resource.k8s.io": (16200, 21),
+    "v1.flowcontrol.apiserver.k8s.io": (16100, 21),
+    "v1.storagemigration.k8s.io": (15800, 15),
+}
+
+
 def objects(registry: Registry) -> Iterator[tuple[ResourceInfo, dict[str, Any]]]:
     """(resource, object) pairs to create when the store lacks them (the Service and the
     APIServices; :func:`seed` stores the rest)."""
@@ -125,8 +152,10 @@ def objects(registry: Registry) -> Iterator[tuple[ResourceInfo, dict[str, Any]]]
                 "spec": {
                     "group": info.group,
                     "version": info.version,
-                    "groupPriorityMinimum": max(100, 18000 - 100 * rank),
-                    "versionPriority": 15,
+                    "groupPriorityMinimum": _PRIORITIES.get(
+                        f"{info.version}.{info.group}", (max(100, 18000 - 100 * rank), 15)
+                    )[0],
+                    "versionPriority": _PRIORITIES.get(f"{info.version}.{info.group}", (0, 15))[1],
                 },
             },
         )

@@ -104,9 +104,8 @@ def token_request(
         raise errors.StatusError(
             422,
             "Invalid",
-            f'TokenRequest.authentication.k8s.io "{sa_name}" is invalid: spec.expirationSeconds: {msg}',
+            f'TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: {msg}',
             details={
-                "name": sa_name,
                 "group": "authentication.k8s.io",
                 "kind": "TokenRequest",
                 "causes": [

@@ -110,6 +110,8 @@ def validate_name(info: ResourceInfo, name: str) -> list[dict[str, Any]]:
     limit = 253 if rule == "subdomain" else 63
     if len(name) > limit:
         causes.append(_invalid(name, f"must be no more than {limit} characters", field))
+        if info.group_resource == ("", "namespaces"):  # the kubernetes.io/metadata.name label's value
+            causes.append(_invalid(name, "must be no more than 63 bytes", "metadata.labels"))
     regex, msg = {
         "subdomain": (_RE_SUBDOMAIN, _MSG_SUBDOMAIN),
         "label": (_RE_LABEL, _MSG_LABEL),
@@ -258,6 +260,10 @@ def validate_object(
         causes.extend(_crd_causes(obj))
         causes.extend(cel_rules.crd_causes(obj))
     causes.extend(_builtin_rules.causes(info, obj, old))
+    if info.group_resource == ("networking.k8s.io", "ingresses"):
+        for c in causes:  # upstream says why
+            if c.get("field", "").endswith(".pathType") and c.get("message") == "Required value":
+                c["message"] = "Required value: pathType must be specified"
     if info.crd is not None and schema is not None and not causes:  # rules see well-typed values
         causes.extend(cel_rules.causes(schema, obj, old))
     return causes
@@ -473,6 +479,11 @@ def unknown_fields(info: ResourceInfo, obj: dict[str, Any]) -> list[str]:
     return out
 
 
+_NESTED = frozenset(
+    {"properties", "items", "additionalProperties", "$ref", "allOf", "x-kubernetes-preserve-unknown-fields"}
+)
+
+
 def _unknown(schema: dict[str, Any], value: Any, path: str, out: list[str], *, top: bool = False) -> None:
     schema = builtin.resolve(schema)
     free = schema.get("x-kubernetes-preserve-unknown-fields") or schema.get("x-kubernetes-int-or-string")
@@ -481,6 +492,8 @@ def _unknown(schema: dict[str, Any], value: Any, path: str, out: list[str], *, t
     if isinstance(value, dict):
         props = schema.get("properties")
         addl = schema.get("additionalProperties")
+        if not props and isinstance(addl, dict) and not addl.keys() & _NESTED:
+            return  # a map of scalars (a ConfigMap's data, labels) has no unknown fields
         for key, sub in value.items():
             if top and key == "metadata":
                 _unknown(builtin.model_schema("V1ObjectMeta"), sub, ".metadata", out)

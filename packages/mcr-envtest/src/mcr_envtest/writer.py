@@ -115,7 +115,10 @@ class Writer:
     def _validate(self, info: ResourceInfo, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         causes = validation.validate_object(info, obj, old=old, registry=self.registry)
         if causes:
-            raise errors.invalid(info, (obj.get("metadata") or {}).get("name", ""), causes)
+            named = info
+            if info.group_resource == ("events.k8s.io", "events"):  # upstream names the internal kind
+                named = self.registry.lookup("", "v1", "events") or info
+            raise errors.invalid(named, (obj.get("metadata") or {}).get("name", ""), causes)
 
     # ------------------------------------------------------------------ create
     def create(
@@ -325,21 +328,6 @@ class Writer:
                     new["status"] = old["status"]
                 else:
                     new.pop("status", None)
-            if old_meta.get("deletionTimestamp"):
-                added = set(meta.get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
-                if added:
-                    raise errors.invalid(
-                        info,
-                        name,
-                        [
-                            {
-                                "type": "FieldValueForbidden",
-                                "message": "Forbidden: no new finalizers can be added if the object is being "
-                                f"deleted, found new finalizers {sorted(added)!r}",
-                                "field": "metadata.finalizers",
-                            }
-                        ],
-                    )
             if info.group_resource == NS:
                 new["spec"] = old.get("spec", {}) if "spec" not in new else new["spec"]
             if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonpatch
@@ -141,16 +142,18 @@ async def scale(api: Backend, ctx: Ctx) -> web.StreamResponse:
         raise errors.conflict(info, ctx.name, errors.STALE)
     replicas = (scale.get("spec") or {}).get("replicas", 0)
     if not isinstance(replicas, int) or replicas < 0:
-        raise errors.invalid(
-            info,
-            ctx.name,
-            [
-                {
-                    "type": "FieldValueInvalid",
-                    "field": "spec.replicas",
-                    "message": "Invalid value: must be greater than or equal to 0",
-                }
-            ],
+        message = f"Invalid value: {json.dumps(replicas)}: must be greater than or equal to 0"
+        # upstream validates the Scale object itself
+        raise errors.StatusError(
+            422,
+            "Invalid",
+            f'Scale.autoscaling "{ctx.name}" is invalid: spec.replicas: {message}',
+            details={
+                "name": ctx.name,
+                "group": "autoscaling",
+                "kind": "Scale",
+                "causes": [{"reason": "FieldValueInvalid", "message": message, "field": "spec.replicas"}],
+            },
         )
     new = deep_copy(obj)
     _set_path(new, _replicas_paths(info)[0], replicas)
