@@ -299,3 +299,27 @@ async def test_refusals_worded_as_upstream(raw: Raw, ns: str) -> None:
     status, body = await raw.json("GET", "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps")
     assert status == 200, body
     assert (body["spec"]["groupPriorityMinimum"], body["spec"]["versionPriority"]) == (17800, 15)
+
+
+async def test_access_review_answer_records_its_writer(raw: Raw) -> None:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "*", "group": "*", "resource": "*"}},
+    }
+    status, body = await raw.json(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        params={"fieldManager": "probe"},
+        json=review,
+    )
+    assert status == 201, body
+    assert body["status"] == {"allowed": True}  # an admin in system:masters: no reason given
+    assert "creationTimestamp" not in body["metadata"]
+    (entry,) = body["metadata"]["managedFields"]
+    assert (entry["manager"], entry["operation"], entry["apiVersion"]) == (
+        "probe",
+        "Update",
+        "authorization.k8s.io/v1",
+    )
+    assert "f:resourceAttributes" in entry["fieldsV1"]["f:spec"]

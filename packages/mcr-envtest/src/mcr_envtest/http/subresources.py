@@ -10,8 +10,9 @@ import jsonpatch
 from aiohttp import web
 
 from mcr_envtest import errors, reviews
+from mcr_envtest.apply import record_update
 from mcr_envtest.resources import ResourceInfo
-from mcr_envtest.write_rules import deep_copy
+from mcr_envtest.write_rules import deep_copy, now_rfc3339
 
 from .body import (
     JSON_PATCH,
@@ -204,4 +205,14 @@ async def review(api: Backend, ctx: Ctx) -> web.StreamResponse:
         out = await reviews.subject_access_review(api.authorizer, body)
     else:
         out = await reviews.self_subject_access_review(api.authorizer, ctx.user, body)
+        # kube-apiserver records the writer of the (never stored) review, as on any create
+        out = record_update(
+            ctx.info,
+            None,
+            out,
+            manager=field_manager(ctx),
+            operation="Update",
+            subresource=None,
+            now=now_rfc3339(),
+        )
     return json_response(out, 201)
