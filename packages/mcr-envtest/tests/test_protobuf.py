@@ -246,7 +246,10 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     },
 }
 # kinds whose objects kube-apiserver refuses with any metadata ("metadata: must be empty")
-NAMELESS = {("authorization.k8s.io", "subjectaccessreviews")}
+NAMELESS = {
+    ("authorization.k8s.io", "subjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+}
 # names the server constrains: one fixed name per kind (created via protobuf, then via JSON)
 FIXED_NAMES = {
     ("apiregistration.k8s.io", "apiservices"): "v1.example.com",

@@ -323,3 +323,20 @@ async def test_access_review_answer_records_its_writer(raw: Raw) -> None:
         "authorization.k8s.io/v1",
     )
     assert "f:resourceAttributes" in entry["fieldsV1"]["f:spec"]
+
+
+@pytest.mark.parametrize("kind", ["SubjectAccessReview", "SelfSubjectAccessReview"])
+async def test_access_review_with_metadata_is_refused(raw: Raw, kind: str) -> None:
+    spec: dict[str, Any] = {"resourceAttributes": {"verb": "get", "resource": "pods"}}
+    if kind == "SubjectAccessReview":
+        spec["user"] = "someone"
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": kind, "metadata": {"name": "x"}, "spec": spec}
+    status, body = await raw.json("POST", f"/apis/authorization.k8s.io/v1/{kind.lower()}s", json=review)
+    assert (status, body["reason"]) == (422, "Invalid"), body
+    assert body["message"].startswith(
+        '.authorization.k8s.io "" is invalid: metadata: Invalid value: {"name":"x"'
+    )
+    assert body["message"].endswith(": must be empty")
+    assert [(c["reason"], c["field"]) for c in body["details"]["causes"]] == [
+        ("FieldValueInvalid", "metadata")
+    ]

@@ -6,6 +6,7 @@ SubjectAccessReview that servers use to authenticate and authorize their own cal
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from . import errors
@@ -35,6 +36,7 @@ async def self_subject_access_review(
     """
     spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
     assert isinstance(spec, dict)
+    _metadata_empty(body)
     attrs = _attributes(spec)
     allowed, reason = authorizer.authorize(user, attrs)
     status: dict[str, Any] = {"allowed": allowed}
@@ -135,6 +137,29 @@ def token_request(
         "spec": spec,
         "status": {"token": token, "expirationTimestamp": expires},
     }
+
+
+def _metadata_empty(body: dict[str, Any]) -> None:
+    """An access review may carry no metadata (but the managedFields recorded for its writer);
+    otherwise a 422."""
+    md = body.get("metadata")
+    # what decodes to an empty ObjectMeta (kubectl sends ``creationTimestamp: null``) is empty
+    sent = (
+        {k: v for k, v in md.items() if k != "managedFields" and v not in (None, "", 0, {}, [])}
+        if isinstance(md, dict)
+        else md
+    )
+    if sent:
+        message = f"Invalid value: {json.dumps(md, separators=(',', ':'))}: must be empty"
+        raise errors.StatusError(
+            422,
+            "Invalid",
+            f'.authorization.k8s.io "" is invalid: metadata: {message}',
+            details={
+                "group": "authorization.k8s.io",
+                "causes": [{"reason": "FieldValueInvalid", "message": message, "field": "metadata"}],
+            },
+        )
 
 
 def _attributes(spec: dict[str, Any]) -> RequestAttributes:
@@ -242,6 +267,7 @@ async def subject_access_review(authorizer: Authorizer, body: dict[str, Any]) ->
                 ],
             },
         )
+    _metadata_empty(body)
     attrs = _attributes(spec)
     extra = spec.get("extra") if isinstance(spec.get("extra"), dict) else {}
     assert isinstance(extra, dict)

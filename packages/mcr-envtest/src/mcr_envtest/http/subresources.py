@@ -206,6 +206,7 @@ async def review(api: Backend, ctx: Ctx) -> web.StreamResponse:
     else:
         out = await reviews.self_subject_access_review(api.authorizer, ctx.user, body)
         # kube-apiserver records the writer of the (never stored) review, as on any create
+        status = out.pop("status")  # recorded before the answer is filled in
         out = record_update(
             ctx.info,
             None,
@@ -215,4 +216,5 @@ async def review(api: Backend, ctx: Ctx) -> web.StreamResponse:
             subresource=None,
             now=now_rfc3339(),
         )
+        out["status"] = status
     return json_response(out, 201)
