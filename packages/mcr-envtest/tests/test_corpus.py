@@ -134,6 +134,28 @@ def test_object_uids_do_not_shift_when_one_server_makes_an_extra_object() -> Non
     assert a({"metadata": {"name": "next", "uid": UID_B}}) == b({"metadata": {"name": "next", "uid": UID_A}})
 
 
+def test_managed_fields_written_in_other_seconds_compare_alike() -> None:
+    # Servers order one operation's entries by the second each was written in: with the times
+    # replaced, the entries are put in one order on both sides.
+    def entry(manager: str, second: int, operation: str = "Apply") -> dict[str, Any]:
+        return {"manager": manager, "operation": operation, "time": f"2026-11-28T10:00:0{second}Z"}
+
+    first = {
+        "metadata": {"managedFields": [entry("alpha", 1), entry("beta", 2), entry("kubectl", 0, "Update")]}
+    }
+    second = {
+        "metadata": {"managedFields": [entry("beta", 1), entry("alpha", 2), entry("kubectl", 0, "Update")]}
+    }
+    assert Normaliser()(first) == Normaliser()(second)
+    managers = [e["manager"] for e in Normaliser()(second)["metadata"]["managedFields"]]
+    assert managers == ["alpha", "beta", "kubectl"]
+    # Entries that differ in what they say still differ.
+    other = {
+        "metadata": {"managedFields": [entry("alpha", 1), entry("gamma", 2), entry("kubectl", 0, "Update")]}
+    }
+    assert Normaliser()(first) != Normaliser()(other)
+
+
 # ---------------------------------------------------------------------------------- comparison
 def test_diff_is_structural_and_names_each_place() -> None:
     assert diff({"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1}) == []

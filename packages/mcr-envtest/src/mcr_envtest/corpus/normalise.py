@@ -15,6 +15,10 @@ the same placeholder on both servers when both behave alike. Replaced:
 * Allocated addresses and ports (a Service's ``clusterIP``/``clusterIPs``, ``nodePort``,
   ``healthCheckNodePort``): ``<ip>``, ``<port>``.
 * Issued tokens (a TokenRequest's ``status.token``, any JWT): ``<token>``.
+* The order of ``managedFields`` entries: sorted by operation, manager, subresource and API
+  version. kube-apiserver orders entries of one operation by the second they were written in, then
+  by manager; with the times replaced, two servers that wrote the same entries a second apart
+  in a different order answer alike.
 
 Everything else (names, labels, specs, status, managers, messages, codes, key presence) is kept;
 key order is irrelevant because comparisons are structural.
@@ -36,6 +40,13 @@ RV_MESSAGES = (
     (re.compile(r"(resourceVersion|ResourceVersion)(:? ?\"?)\d+"), r"\1\2<rv>"),
 )
 PORT_KEYS = frozenset({"nodePort", "healthCheckNodePort"})
+
+
+def _entry_order(entry: dict[str, Any]) -> tuple[str, str, str, str]:
+    def field(name: str) -> str:
+        return str(entry.get(name, ""))
+
+    return field("operation"), field("manager"), field("subresource"), field("apiVersion")
 
 
 def _is_ip(value: str) -> bool:
@@ -122,7 +133,10 @@ class Normaliser:
                     out[self._string(k) if "-" in k else k] = self._walk(v, k)
             return out
         if isinstance(doc, list):
-            return [self._walk(v, key) for v in doc]
+            items = [self._walk(v, key) for v in doc]
+            if key == "managedFields" and all(isinstance(v, dict) for v in items):
+                items.sort(key=_entry_order)
+            return items
         if isinstance(doc, str):
             if key in ("clusterIP", "clusterIPs") and _is_ip(doc):
                 return "<ip>"
