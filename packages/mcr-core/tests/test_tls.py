@@ -107,3 +107,67 @@ async def test_a_failed_build_reaches_every_waiter_and_is_retried_later(apiserve
     with pytest.raises(ConfigError):
         await cache.get(ca, cert, key, True, source="fleet/c7.kubeconfig", context="c7")
     assert cache.builds == 2
+
+
+# --- asyncio's TLS read buffer --------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_buffer_limit(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """asyncio's own buffer size and mcr's not-yet-limited state, restored after the test."""
+    from asyncio import sslproto
+
+    import mcr.rest.tls as tls
+
+    monkeypatch.setattr(sslproto.SSLProtocol, "max_size", 256 * 1024)
+    monkeypatch.setattr(tls, "_limited", False)
+    monkeypatch.delenv("MCR_TLS_READ_BUFFER", raising=False)
+    return sslproto.SSLProtocol
+
+
+async def test_the_first_tls_cluster_limits_the_read_buffer(apiserver: Any, fresh_buffer_limit: Any) -> None:
+    transport = RestConfig.from_kubeconfig(apiserver.kubeconfig).transport(cluster_name="buffer")
+    try:
+        # A 600 KB ConfigMap list still arrives whole through 64 KiB reads.
+        namespace = "tls-buffer"
+        await transport.request(
+            "POST",
+            "/api/v1/namespaces",
+            body=b'{"metadata": {"name": "tls-buffer"}}',
+            content_type="application/json",
+        )
+        for i in range(3):
+            body = f'{{"metadata": {{"name": "big-{i}"}}, "data": {{"v": "{"x" * 200_000}"}}}}'.encode()
+            resp = await transport.request(
+                "POST",
+                f"/api/v1/namespaces/{namespace}/configmaps",
+                body=body,
+                content_type="application/json",
+            )
+            assert resp.status == 201
+        listed = (await transport.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")).json()
+        sizes = sorted(
+            len(item["data"]["v"]) for item in listed["items"] if item["metadata"]["name"].startswith("big")
+        )
+        assert sizes == [200_000] * 3
+    finally:
+        await transport.close()
+    assert fresh_buffer_limit.max_size == 64 * 1024
+
+
+def test_the_read_buffer_setting(fresh_buffer_limit: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcr.rest.tls import limit_tls_read_buffer
+
+    monkeypatch.setenv("MCR_TLS_READ_BUFFER", "off")
+    assert limit_tls_read_buffer() is None
+    assert fresh_buffer_limit.max_size == 256 * 1024
+    monkeypatch.setenv("MCR_TLS_READ_BUFFER", "32768")
+    assert limit_tls_read_buffer() == 32768
+    assert fresh_buffer_limit.max_size == 32768
+    monkeypatch.setenv("MCR_TLS_READ_BUFFER", str(1024 * 1024))  # never raised
+    assert limit_tls_read_buffer() == 32768
+    assert fresh_buffer_limit.max_size == 32768
+    for bad in ("4096", "lots"):
+        monkeypatch.setenv("MCR_TLS_READ_BUFFER", bad)
+        with pytest.raises(ConfigError, match=r"MCR_TLS_READ_BUFFER=.*at least 16384"):
+            limit_tls_read_buffer()

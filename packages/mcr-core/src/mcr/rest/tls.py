@@ -24,10 +24,50 @@ from collections.abc import Callable
 
 from mcr.errors import ConfigError
 
-__all__ = ["SSL_CONTEXTS"]
+__all__ = ["DEFAULT_TLS_READ_BUFFER", "SSL_CONTEXTS", "limit_tls_read_buffer"]
 
 #: How many of the most recently used contexts stay alive after their last user is gone.
 RECENT = 8
+
+DEFAULT_TLS_READ_BUFFER = 64 * 1024
+"""Bytes asyncio's TLS transport reads per call once mcr limits it (four full TLS records)."""
+
+_limited = False
+
+
+def limit_tls_read_buffer() -> int | None:
+    """Limit the read buffer of asyncio's TLS connections, process-wide, and return its size.
+
+    CPython's ``asyncio.sslproto.SSLProtocol`` gives every connection a zero-filled buffer of
+    ``max_size`` bytes (256 KiB): most of an idle TLS cluster's memory in a large fleet, each
+    cluster holding its own connection. mcr lowers ``max_size`` to ``$MCR_TLS_READ_BUFFER`` bytes
+    (default :data:`DEFAULT_TLS_READ_BUFFER`) the first time it sets up TLS for a cluster; a read
+    then takes at most that many bytes and a large answer arrives in more reads. It never raises
+    the size, leaves uvloop (which has buffers of its own) alone, and affects connections made
+    afterwards, mcr's and the program's. ``MCR_TLS_READ_BUFFER=off`` keeps asyncio's size.
+    Returns the size in force, ``None`` when left alone. ``ConfigError`` for a value that is
+    neither ``off`` nor a whole number of at least 16384 (one TLS record).
+    """
+    global _limited
+    raw = os.environ.get("MCR_TLS_READ_BUFFER", "").strip().lower()
+    if raw in ("off", "0", "false", "none"):
+        return None
+    try:
+        wanted = int(raw) if raw else DEFAULT_TLS_READ_BUFFER
+    except ValueError:
+        wanted = -1
+    if wanted < 16 * 1024:
+        raise ConfigError(f"MCR_TLS_READ_BUFFER={raw!r}: expected off or a byte count of at least 16384")
+    from asyncio import sslproto
+
+    protocol = getattr(sslproto, "SSLProtocol", None)
+    current = getattr(protocol, "max_size", None)
+    if not isinstance(current, int):  # an asyncio without the attribute: nothing to limit
+        return None
+    if current > wanted:
+        protocol.max_size = wanted  # type: ignore[union-attr]
+    _limited = True
+    return min(current, wanted)
 
 
 class _SSLContextCache:
@@ -59,6 +99,8 @@ class _SSLContextCache:
         source: str,
         context: str | None,
     ) -> ssl.SSLContext:
+        if not _limited:
+            limit_tls_read_buffer()
         h = hashlib.sha256()
         for part in (ca, cert, key):
             h.update(b"\0" if part is None else hashlib.sha256(part).digest())
