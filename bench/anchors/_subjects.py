@@ -6,15 +6,12 @@ process is pinned to CPU 0), so the Go runtime sees one CPU (``GOMAXPROCS`` 1) l
 
 from __future__ import annotations
 
-import contextlib
-import json
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from bench.multicluster._proc import pinned
+from bench.multicluster._proc import Child, pinned
 
 
 @dataclass(frozen=True)
@@ -34,39 +31,15 @@ class Subject:
         return [sys.executable, "-m", "bench.anchors._worker", *common, "--loop", self.loop]
 
 
-class Proc:
-    """A measured process: :meth:`send` one JSON command, :meth:`recv` one JSON answer."""
+class Proc(Child):
+    """A measured process (:class:`~bench.multicluster._proc.Child`'s JSON-lines protocol) running
+    ``argv``, pinned to ``cpu``; its errors name the subject."""
 
     def __init__(self, subject: Subject, argv: list[str], cpu: int = 1) -> None:
-        self.name = subject.name
+        self.name = self.module = subject.name
         self.proc = subprocess.Popen(
             pinned(argv, cpu), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-
-    def send(self, msg: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(msg) + "\n")
-        self.proc.stdin.flush()
-
-    def recv(self) -> dict[str, Any]:
-        """The next JSON line; ``RuntimeError`` naming the subject if the process exited."""
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{self.name} exited (code {self.proc.wait()}) before answering")
-        result: dict[str, Any] = json.loads(line)
-        return result
-
-    def close(self, timeout: float = 20.0) -> None:
-        """Close stdin (the signal to stop), wait up to ``timeout`` s, then kill."""
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
     def __enter__(self) -> Proc:
         return self
