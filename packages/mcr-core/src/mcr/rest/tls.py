@@ -21,6 +21,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 from mcr.errors import ConfigError
 
@@ -60,12 +61,12 @@ def limit_tls_read_buffer() -> int | None:
         raise ConfigError(f"MCR_TLS_READ_BUFFER={raw!r}: expected off or a byte count of at least 16384")
     from asyncio import sslproto
 
-    protocol = getattr(sslproto, "SSLProtocol", None)
+    protocol: Any = getattr(sslproto, "SSLProtocol", None)  # a private class of CPython's asyncio
     current = getattr(protocol, "max_size", None)
     if not isinstance(current, int):  # an asyncio without the attribute: nothing to limit
         return None
     if current > wanted:
-        protocol.max_size = wanted  # type: ignore[union-attr]
+        protocol.max_size = wanted
     _limited = True
     return min(current, wanted)
 
