@@ -17,6 +17,12 @@ at commit), from which the subject computes event→reconcile latency:
   modifications at R per second in total, round-robin over the servers, touching object
   ``<prefix>-<j>`` (``prefix`` names the objects to modify, default ``b``) with ``j`` cycling over O.
 - ``{"op": "wipe"}``: delete every ConfigMap in namespace ``bench`` of every server.
+- ``{"op": "scenario", "server": i, "per": O, "count": C, "rate": R, "phase": P, "prefix": X,
+  "fault": F, "fault_at": S}``: a ``modify`` of one server during which, ``S`` seconds in, the fault
+  ``F`` strikes it: ``closed`` (every watch stream ends), ``expired`` (the watch history is dropped,
+  then the streams end: resuming gets 410 Expired) or ``restart`` (the server stops and starts
+  again on its port, keeping its objects). The answer adds ``t_fault`` and ``last``, the sequence
+  number of each object's final write (``last[j]`` for ``X-<j>``).
 
 Answers carry ``t0``/``t1`` (``time.time()`` of the first and last commit) and ``n`` (commits).
 """
@@ -89,6 +95,32 @@ class Host:
             await asyncio.sleep(0.002)
         return {"t0": t0, "t1": time.time(), "n": n}
 
+    async def scenario(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        server = self.fleet.servers[cmd["server"]]
+        stream = asyncio.create_task(
+            self.modify([cmd["server"]], cmd["per"], cmd["count"], cmd["rate"], cmd["phase"], cmd["prefix"])
+        )
+        try:
+            await asyncio.sleep(cmd["fault_at"])
+            t_fault = time.time()
+            fault = cmd["fault"]
+            if fault == "closed":
+                server.faults.close_watches()
+            elif fault == "expired":
+                server.faults.compact()
+                server.faults.close_watches()
+            elif fault == "restart":
+                await server.restart(keep_state=True)
+            else:
+                raise ValueError(f"unknown fault {fault!r}")
+            done = await stream
+        finally:
+            stream.cancel()
+            await asyncio.gather(stream, return_exceptions=True)
+        per, n = cmd["per"], done["n"]
+        last = {j: max(range(j, n, per)) for j in range(min(per, n))}
+        return {**done, "t_fault": t_fault, "last": last}
+
     def wipe(self) -> dict[str, Any]:
         n = 0
         for srv in self.fleet.servers:
@@ -110,6 +142,8 @@ class Host:
             )
         if op == "wipe":
             return self.wipe()
+        if op == "scenario":
+            return await self.scenario(cmd)
         raise ValueError(f"unknown command {op!r} in {cmd!r}")
 
 
