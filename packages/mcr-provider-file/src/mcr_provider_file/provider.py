@@ -242,11 +242,17 @@ class FileProvider:
     async def _follow(self) -> None:
         """Re-scan when a watched directory changes, on the resync period, or by polling."""
         notifier = self._notifier = Notifier(enabled=self.watch)
+        watched: frozenset[Root] | None = None
         try:
             while True:
-                active = await notifier.watch(self._roots)
-                # A source whose directory does not exist cannot be watched: poll until it appears.
-                poll = not active or self._unwatched
+                roots = frozenset(self._roots)
+                active = await notifier.watch(roots)
+                # A change made while new directories are being taken into the watch (between the
+                # scan that found them and the watcher holding them) raises no notification: look
+                # again one polling period later. A source whose directory does not exist cannot
+                # be watched: poll until it appears.
+                rearmed, watched = roots != watched, roots
+                poll = not active or self._unwatched or rearmed
                 delay = self.poll_interval if poll else self.resync_interval
                 try:
                     async with asyncio.timeout(delay):
