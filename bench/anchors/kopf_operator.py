@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-import kopf  # type: ignore[import-not-found]
+import kopf  # type: ignore[import-not-found]  # kopf lives in the bench's own venv, not the typed one
 
 _lock = threading.Lock()
 _counts: dict[str, int] = {}
@@ -36,6 +36,7 @@ def _operator(index: int, entry: dict[str, Any], stop: threading.Event | None) -
     registry = kopf.OperatorRegistry()
     name = f"c{index}"
 
+    # kopf ships no type hints for its decorators:
     @kopf.on.login(registry=registry)  # type: ignore[untyped-decorator]
     def login(**_: Any) -> Any:
         return kopf.ConnectionInfo(server=entry["url"], ca_path=entry["ca_file"], token=entry["token"])
