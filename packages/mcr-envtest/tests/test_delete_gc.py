@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -91,6 +92,22 @@ async def test_background_gc_collects_dependents(raw: Raw) -> None:
         return not await exists(raw, "dep1") and not await exists(raw, "dep2")
 
     await eventually(collected, timeout=5)
+
+
+async def test_gc_collects_a_dependent_whose_owners_never_existed(raw: Raw) -> None:
+    missing = {"apiVersion": "v1", "kind": "ConfigMap", "name": "nobody", "uid": str(uuid.uuid4())}
+    await make(raw, "dangling", ownerReferences=[missing])
+    owner = await make(raw, "solid-owner")
+    await make(raw, "half", ownerReferences=[missing, owner_ref(owner)])
+
+    async def collected() -> bool:
+        status, half = await raw.json("GET", f"{CM}/half")
+        assert status == 200, half
+        # a dependent with a live owner stays, without the reference to the missing one
+        refs = [r["uid"] for r in half["metadata"]["ownerReferences"]]
+        return not await exists(raw, "dangling") and refs == [owner["metadata"]["uid"]]
+
+    await eventually(collected, timeout=30)  # kube-controller-manager's collector takes its time
 
 
 async def test_foreground_deletes_dependents_first(raw: Raw) -> None:

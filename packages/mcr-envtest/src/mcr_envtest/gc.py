@@ -1,5 +1,5 @@
 """Background controllers: ownerReference garbage collection, namespace termination, CRD cleanup,
-ClusterRole aggregation.
+ClusterRole aggregation, PersistentVolume and claim protection.
 
 The :class:`Collector` listens to every committed store event and queues work; a single task
 drains the queue in the server's loop. ``owner_gc=False`` switches ownerReference collection off
@@ -14,7 +14,7 @@ import contextlib
 import logging
 from typing import Any
 
-from . import errors
+from . import errors, storage_protection
 from .resources import ResourceInfo
 from .schema.default_roles import labels_match
 from .store import Event
@@ -57,6 +57,12 @@ class Collector:
         for crd in self.store.list_objects(*CRD_GR):
             if crd["metadata"].get("deletionTimestamp"):
                 self._put(("crd", crd["metadata"]["name"]))
+        for gr in storage_protection.FINALIZERS:
+            for obj in self.store.list_objects(*gr):
+                if obj["metadata"].get("deletionTimestamp"):
+                    self._put(
+                        ("protect", (*gr, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
+                    )
 
     async def stop(self) -> None:
         """Cancel and await the worker; queued work is dropped (restart requeues lifecycles)."""
@@ -80,6 +86,12 @@ class Collector:
             before = ((ev.prev or {}).get("metadata") or {}).get("labels") or {}
             labels = (before, meta.get("labels") or {})
             self._put(("agg", (ev.name, tuple(tuple(sorted(ls.items())) for ls in labels))))
+        if gr == ("", "pods"):
+            for pod in (ev.obj, ev.prev or {}):
+                for claim in storage_protection.claims_of_pod(pod):
+                    self._put(("protect", (*storage_protection.PVC, ev.namespace, claim)))
+        elif gr in storage_protection.FINALIZERS and meta.get("deletionTimestamp"):
+            self._put(("protect", (*gr, ev.namespace, ev.name)))
         if ev.type == "DELETED":
             uid = meta.get("uid")
             if uid and self.owner_gc and self.store.dependents(uid):
@@ -99,6 +111,9 @@ class Collector:
                     if crd is not None and crd["metadata"].get("deletionTimestamp"):
                         self._put(("crd", crd["metadata"]["name"]))
             return
+        refs = meta.get("ownerReferences")
+        if refs and self.owner_gc and refs != ((ev.prev or {}).get("metadata") or {}).get("ownerReferences"):
+            self._put(("owners", (ev.group, ev.resource, ev.namespace, ev.name)))
         if not meta.get("deletionTimestamp"):
             return
         if gr == ("", "namespaces"):
@@ -145,6 +160,17 @@ class Collector:
             self._crd(arg)
         elif kind == "agg":
             self._aggregate(arg)
+        elif kind == "owners":
+            self._check_owners(arg)
+        elif kind == "protect":
+            self._protect(arg)
+
+    def _protect(self, key: tuple[str, str, str, str]) -> None:
+        """Drop a deleted volume's or claim's protection finalizer once nothing uses it."""
+        obj, info = self.store.get(*key), self._info(key[0], key[1])
+        pods = self.store.list_objects("", "pods", key[2]) if key[2] else []
+        if obj is not None and info is not None and storage_protection.releasable(key[:2], obj, pods):
+            self.writer.remove_finalizer(info, key[2], key[3], storage_protection.FINALIZERS[key[:2]])
 
     def _aggregate(self, arg: tuple[str, tuple[tuple[tuple[str, Any], ...], ...]]) -> None:
         """Refill the rules of every aggregating ClusterRole that selected or selects the changed
@@ -172,19 +198,30 @@ class Collector:
                     self.writer.update(info, new, "", name, manager=AGGREGATOR)
 
     def _collect_dependents(self, owner_uid: str) -> None:
-        for group, resource, ns, name in self.store.dependents(owner_uid):
-            obj = self.store.get(group, resource, ns, name)
-            info = self._info(group, resource)
-            if obj is None or info is None:
-                continue
-            refs = obj["metadata"].get("ownerReferences") or []
-            alive = [r for r in refs if self.store.by_uid(r.get("uid", "")) is not None]
-            if not alive:
-                self._delete(info, ns, name)
-            elif len(alive) != len(refs):
-                new = deep_copy(obj)
-                new["metadata"]["ownerReferences"] = alive
-                self.store.commit(group, resource, new)
+        for key in self.store.dependents(owner_uid):
+            self._check_owners(key)
+
+    def _owner_exists(self, ref: Any, namespace: str) -> bool:
+        okey = self.store.by_uid(ref.get("uid", "")) if isinstance(ref, dict) else None
+        # a namespaced owner counts only in its dependent's namespace
+        return okey is not None and okey[2] in ("", namespace)
+
+    def _check_owners(self, key: tuple[str, str, str, str]) -> None:
+        """Delete a dependent none of whose owners exist; drop the references to missing owners
+        of one that has others."""
+        group, resource, ns, name = key
+        obj = self.store.get(*key)
+        info = self._info(group, resource)
+        if obj is None or info is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        refs = obj["metadata"].get("ownerReferences") or []
+        alive = [r for r in refs if self._owner_exists(r, ns)]
+        if not alive:
+            self._delete(info, ns, name)
+        elif len(alive) != len(refs):
+            new = deep_copy(obj)
+            new["metadata"]["ownerReferences"] = alive
+            self.store.commit(group, resource, new)
 
     def _foreground(self, key: tuple[str, str, str, str]) -> None:
         owner = self.store.get(*key)

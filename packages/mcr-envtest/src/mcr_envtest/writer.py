@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import apply as applymod
-from . import defaults, errors, validation
+from . import defaults, errors, storage_protection, validation
 from .resources import GENERATION_TRACKED, Registry, ResourceInfo, crd_resource_infos
 from .store import Store
 from .write_rules import (
@@ -36,6 +36,7 @@ IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease
 GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 NS = ("", "namespaces")
+CRD_GR = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 class Writer:
@@ -80,7 +81,7 @@ class Writer:
 
     def _check_crd(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
         """A CRD the registry cannot serve is a 422 before anything is stored."""
-        if info.group_resource != ("apiextensions.k8s.io", "customresourcedefinitions"):
+        if info.group_resource != CRD_GR:
             return
         try:
             infos = crd_resource_infos(obj)
@@ -195,10 +196,7 @@ class Writer:
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
-        if info.status_subresource and info.group_resource != (
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-        ):
+        if info.status_subresource and info.group_resource != CRD_GR:
             obj.pop("status", None)
         obj = defaults.apply(info, obj, None, now)
         meta = obj["metadata"]
@@ -209,12 +207,13 @@ class Writer:
             obj = applymod.record_update(
                 info, None, obj, manager=self._manager(manager), operation="Update", subresource=None, now=now
             )
+        storage_protection.admit(info.group_resource, obj)  # admission: owned by no manager
         self._validate(info, obj, None)
         self._check_crd(info, obj)
         if dry_run:
             return obj
         self.store.commit(info.group, info.plural, obj)
-        if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        if info.group_resource == CRD_GR:
             self.registry.add_crd(obj)
         if info.group_resource == NS:
             self._ensure_default_sa(name)
@@ -330,7 +329,7 @@ class Writer:
                     new.pop("status", None)
             if info.group_resource == NS:
                 new["spec"] = old.get("spec", {}) if "spec" not in new else new["spec"]
-            if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            if info.group_resource == CRD_GR:
                 new["status"] = old.get("status", {})
         if subresource != "status" or info.is_custom:
             new = defaults.apply(info, new, old, now_rfc3339())
@@ -364,7 +363,7 @@ class Writer:
             self._remove(info, namespace, name)
             return new
         self.store.commit(info.group, info.plural, new)
-        if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        if info.group_resource == CRD_GR:
             self.registry.add_crd(new)
         return new
 
@@ -393,7 +392,7 @@ class Writer:
                 self._remove(info, namespace, name)
                 return obj
         self.store.commit(info.group, info.plural, obj)
-        if info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        if info.group_resource == CRD_GR:
             self.registry.add_crd(obj)
         if created and info.group_resource == NS:
             self._ensure_default_sa(name)
@@ -459,7 +458,7 @@ class Writer:
             extra.append("foregroundDeletion")
         elif policy == "Orphan":
             extra.append("orphan")
-        if gr == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        if gr == CRD_GR:
             extra.append(CRD_FINALIZER)
         finalizers = list(meta.get("finalizers") or ())
         if gr == NS:
@@ -499,7 +498,7 @@ class Writer:
 
     def _remove(self, info: ResourceInfo, namespace: str, name: str) -> None:
         ev = self.store.remove(info.group, info.plural, namespace, name)
-        if ev is not None and info.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions"):
+        if ev is not None and info.group_resource == CRD_GR:
             self.registry.remove_crd(ev.prev or ev.obj)
             for cb in self.on_crd_removed:
                 cb(ev.prev or ev.obj)

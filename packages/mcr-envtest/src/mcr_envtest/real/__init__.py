@@ -11,9 +11,10 @@ Design, for running hundreds of tests that each want a fresh server:
   ``--etcd-prefix``;
 * control planes (:mod:`.controlplane`: kube-apiserver plus kube-controller-manager running the
   namespace, garbage-collector, ServiceAccount, ServiceAccount-token, root-CA publisher,
-  ClusterRole aggregation, Deployment and ReplicaSet controllers) are pooled (:mod:`.pool`): a
-  server borrows one on its first start and gives it back when closed; a given-back control plane
-  is reset through etcd to the baseline recorded when it became ready, then handed out again;
+  ClusterRole aggregation, Deployment, ReplicaSet and PersistentVolume/claim protection
+  controllers) are pooled (:mod:`.pool`): a server borrows one on its first start and gives it
+  back when closed; a given-back control plane is reset through etcd to the baseline recorded
+  when it became ready, then handed out again;
 * users added at run time authenticate with client certificates of mcr-envtest's CA (which
   kube-apiserver trusts) or with bearer tokens checked through a TokenReview webhook served by
   this process (:mod:`.webhook`);

@@ -52,6 +52,8 @@ CONTROLLERS = (
     "clusterrole-aggregation-controller",
     "deployment-controller",
     "replicaset-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
 )
 # keys the control plane keeps rewriting itself: never deleted or written back by a reset
 _OWN = (
