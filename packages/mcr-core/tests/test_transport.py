@@ -294,3 +294,24 @@ async def test_close_after_a_cancelled_request_releases_its_socket(
     # so nothing is left for the loop to report as an unclosed transport.
     assert all(p.closed is None or p.closed.done() for p in protocols)
     assert all(p.transport is None or p.transport.is_closing() for p in protocols)
+
+
+async def test_close_releases_connections_still_being_made(rest_config: RestConfig) -> None:
+    # close() lands at a different point of a new connection's TCP connect and TLS handshake on
+    # each round; a connection completed after the close must be gone by the time close returns.
+    caught_connecting = 0
+    for yields in range(40):
+        transport = rest_config.transport(cluster_name="test")
+        request = asyncio.create_task(transport.request("GET", "/api/v1/namespaces"))
+        for _ in range(yields):
+            await asyncio.sleep(0)
+        connector = transport.connector
+        if connector is not None and connector.connecting:  # type: ignore[attr-defined]
+            caught_connecting += 1
+        await transport.close()
+        await asyncio.gather(request, return_exceptions=True)
+        if connector is not None:
+            protocols = list(connector.protocols)  # type: ignore[attr-defined]
+            assert all(p.closed is None or p.closed.done() for p in protocols), yields
+            assert not connector.connecting  # type: ignore[attr-defined]
+    assert caught_connecting > 0  # some rounds closed the transport mid-connect

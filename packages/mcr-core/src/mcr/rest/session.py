@@ -141,23 +141,35 @@ def settle_close(closed: asyncio.Future[None]) -> None:
 
 
 class TrackingConnector(aiohttp.TCPConnector):
-    """A connection pool that remembers each connection's protocol.
+    """A connection pool that remembers each connection's protocol and each connect under way.
 
     aiohttp forgets a connection once it closes it (for instance when a request is cancelled),
     while its TLS shutdown may still be under way; :meth:`Transport.close` waits for those too,
-    so closing a transport really releases every socket.
+    so closing a transport really releases every socket. A connection that completes after the
+    pool was closed is aborted at once (aiohttp would start a TLS shutdown nobody waits for), and
+    :attr:`connecting` lets the closer wait until no connect is left under way.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.protocols: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
+        self.connecting: set[asyncio.Future[None]] = set()
 
     async def _wrap_create_connection(
         self, *args: Any, **kwargs: Any
     ) -> tuple[asyncio.Transport, ResponseHandler]:
-        transport, proto = await super()._wrap_create_connection(*args, **kwargs)
-        self.protocols.add(proto)
-        return transport, proto
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.connecting.add(done)
+        try:
+            transport, proto = await super()._wrap_create_connection(*args, **kwargs)
+            self.protocols.add(proto)
+            if self.closed:
+                transport.abort()
+                raise aiohttp.ClientConnectionError("Connector is closed.")
+            return transport, proto
+        finally:
+            self.connecting.discard(done)
+            done.set_result(None)
 
 
 def api_error(

@@ -108,18 +108,22 @@ class Transport:
 
         Returns once every socket of this transport is released: TLS shutdowns still under way
         (of streams closed early or requests cancelled mid-flight) get two seconds, then their
-        sockets are aborted.
+        sockets are aborted; connects still under way get two seconds, and a connection made after
+        the close is aborted as soon as it is made.
         """
         self._closed = True
         self._streams.clear()
         sessions = [*self._retired, *([self._session] if self._session is not None else [])]
         self._session = None
         self._retired.clear()
-        protocols = [
-            p for s in sessions if isinstance(s.connector, TrackingConnector) for p in s.connector.protocols
-        ]
+        connectors = [s.connector for s in sessions if isinstance(s.connector, TrackingConnector)]
+        protocols = [p for c in connectors for p in c.protocols]
         for session in sessions:
             await session.close()  # closes pooled and in-use connections
+        connecting = {f for c in connectors for f in c.connecting}
+        if connecting:
+            # Connects under way finish (and abort, the pool being closed) or time out on their own.
+            await asyncio.wait(connecting, timeout=2.0)
         open_ = [(p, p.closed) for p in protocols]
         pending = {f for _, f in open_ if f is not None and not f.done()} | self._closing
         self._closing.clear()
