@@ -44,7 +44,10 @@ def kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def run_kind(*args: str) -> str:
-    return subprocess.run(["kind", *args], capture_output=True, text=True, check=True, timeout=120).stdout
+    done = subprocess.run(["kind", *args], capture_output=True, text=True, check=False, timeout=120)
+    if done.returncode != 0:
+        raise AssertionError(f"kind {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
 
 
 def configmap(name: str) -> dict[str, Any]:
