@@ -186,3 +186,61 @@ async def test_multiple_versions_share_storage(raw: Raw) -> None:
     status, groups = await raw.json("GET", "/apis/example.com")
     assert groups["preferredVersion"]["version"] == "v1"
     assert [v["version"] for v in groups["versions"]] == ["v1", "v1beta1"]
+
+
+async def test_managed_fields_name_the_request_version_and_the_scale_subresource(raw: Raw) -> None:
+    crd = copy.deepcopy(CRD)
+    schema = {
+        "openAPIV3Schema": {
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "properties": {"replicas": {"type": "integer"}, "size": {"type": "integer"}},
+                },
+                "status": {"type": "object", "properties": {"replicas": {"type": "integer"}}},
+            },
+        }
+    }
+    subresources = {
+        "status": {},
+        "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"},
+    }
+    crd["spec"]["versions"] = [
+        {"name": "v1", "served": True, "storage": True, "schema": schema, "subresources": subresources},
+        {"name": "v1beta1", "served": True, "storage": False, "schema": schema, "subresources": subresources},
+    ]
+    status, created = await raw.json("POST", CRDS, json=crd)
+    assert status == 201, created
+    await crd_served(raw, crd)
+    beta = "/apis/example.com/v1beta1/namespaces/default/widgets"
+    body = {
+        "apiVersion": "example.com/v1beta1",
+        "kind": "Widget",
+        "metadata": {"name": "m"},
+        "spec": {"replicas": 1, "size": 2},
+    }
+    status, w = await raw.json("POST", beta, json=body, params={"fieldManager": "writer"})
+    assert status == 201, w
+    assert [e["apiVersion"] for e in w["metadata"]["managedFields"]] == ["example.com/v1beta1"]
+    status, scaled = await raw.json(
+        "PATCH",
+        f"{W}/m/scale",
+        json={"spec": {"replicas": 3}},
+        headers={"Content-Type": "application/merge-patch+json"},
+        params={"fieldManager": "scaler"},
+    )
+    assert status == 200, scaled
+    status, w = await raw.json("GET", f"{W}/m")
+    assert status == 200, w
+    entries = {e["manager"]: e for e in w["metadata"]["managedFields"]}
+    # the writer still names the version it wrote through; /scale's entry carries no time
+    assert entries["writer"]["apiVersion"] == "example.com/v1beta1"
+    assert entries["scaler"] == {
+        "manager": "scaler",
+        "operation": "Update",
+        "apiVersion": "example.com/v1",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:replicas": {}}},
+        "subresource": "scale",
+    }

@@ -153,6 +153,29 @@ def test_served_over_https(apiserver: ServerThread) -> None:
     assert "/apis/apps/v1/namespaces/{namespace}/deployments/{name}" in doc["paths"]
 
 
+def test_scale_and_status_subresources_have_their_operations(apiserver: ServerThread) -> None:
+    _, root = raw_request(apiserver, "GET", "/openapi/v3")
+    _, doc = raw_request(apiserver, "GET", root["paths"]["apis/apps/v1"]["serverRelativeURL"])
+    item = "/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+    scale, status = doc["paths"][item + "/scale"], doc["paths"][item + "/status"]
+    ops = {verb: scale[verb]["operationId"] for verb in ("get", "put", "patch")}
+    assert ops == {
+        "get": "readAppsV1NamespacedDeploymentScale",
+        "put": "replaceAppsV1NamespacedDeploymentScale",
+        "patch": "patchAppsV1NamespacedDeploymentScale",
+    }
+    assert scale["get"]["x-kubernetes-group-version-kind"] == {
+        "group": "autoscaling",
+        "version": "v1",
+        "kind": "Scale",
+    }
+    ref = scale["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref == "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"
+    assert "io.k8s.api.autoscaling.v1.Scale" in doc["components"]["schemas"]
+    assert status["put"]["operationId"] == "replaceAppsV1NamespacedDeploymentStatus"
+    assert status["get"]["x-kubernetes-group-version-kind"]["kind"] == "Deployment"
+
+
 async def test_schemas_can_be_warmed_in_a_thread() -> None:
     import asyncio
 

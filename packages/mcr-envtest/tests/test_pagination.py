@@ -209,3 +209,56 @@ async def test_snapshot_cache_is_bounded(apiserver: ServerThread, raw: Raw) -> N
         assert status == 200
         assert page["metadata"]["continue"]
     assert apiserver.call(lambda: apiserver.store.list_snapshot_count()) == size
+
+
+async def _namespace(raw: Raw) -> str:
+    import uuid
+
+    ns = f"pg-{uuid.uuid4().hex[:8]}"
+    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": ns}})
+    assert status == 201, body
+    return ns
+
+
+async def test_a_full_filtered_page_continues_while_any_object_follows(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    for name, tier in (("a1", "web"), ("a2", "web"), ("a3", "db")):
+        await _cm(raw, ns, name, tier)
+    # kube-apiserver stops at the limit without looking further: an object after the page,
+    # even one the selector does not match, leaves a continue token and an empty last page
+    status, page = await raw.json("GET", f"{path}?labelSelector=tier%3Dweb&limit=2")
+    assert status == 200, page
+    assert [i["metadata"]["name"] for i in page["items"]] == ["a1", "a2"]
+    token = page["metadata"]["continue"]
+    assert "remainingItemCount" not in page["metadata"]
+    status, last = await raw.json("GET", f"{path}?labelSelector=tier%3Dweb&limit=2&continue={token}")
+    assert status == 200, last
+    assert last["items"] == []
+    assert "continue" not in last["metadata"]
+    # a page that is not full ends the list
+    status, page = await raw.json("GET", f"{path}?labelSelector=tier%3Ddb&limit=2")
+    assert status == 200, page
+    assert [i["metadata"]["name"] for i in page["items"]] == ["a3"]
+    assert "continue" not in page["metadata"]
+    await raw.status("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+async def test_a_list_at_resource_version_0_ignores_the_limit(raw: Raw) -> None:
+    ns = await _namespace(raw)
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    for name in ("b1", "b2", "b3"):
+        await _cm(raw, ns, name, "web")
+    query = "labelSelector=tier%3Dweb&limit=1"
+    status, page = await raw.json("GET", f"{path}?{query}")
+    assert status == 200, page
+    token = page["metadata"]["continue"]
+    status, page = await raw.json("GET", f"{path}?{query}&resourceVersion=0")
+    assert status == 200, page
+    assert [i["metadata"]["name"] for i in page["items"]] == ["b1", "b2", "b3"]
+    assert "continue" not in page["metadata"]
+    # a continue token still says where to start
+    status, page = await raw.json("GET", f"{path}?{query}&resourceVersion=0&continue={token}")
+    assert status == 200, page
+    assert [i["metadata"]["name"] for i in page["items"]] == ["b2", "b3"]
+    await raw.status("DELETE", f"/api/v1/namespaces/{ns}")

@@ -340,3 +340,152 @@ async def test_access_review_with_metadata_is_refused(raw: Raw, kind: str) -> No
     assert [(c["reason"], c["field"]) for c in body["details"]["causes"]] == [
         ("FieldValueInvalid", "metadata")
     ]
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        ("ab=c", "illegal base64 data at input byte 2"),
+        ("abcde", "illegal base64 data at input byte 4"),
+        ("abc", "invalid character 'i' looking for beginning of value"),
+        ("not-a-token", "invalid character '\\u009e' looking for beginning of value"),
+        ("eyJ2IjoieCJ9", "server does not recognize this encoded version x"),
+        ("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NX0", "encoded start key empty (version meta.k8s.io/v1)"),
+    ],
+)
+async def test_malformed_continue_tokens(raw: Raw, ns: str, token: str, why: str) -> None:
+    status, body = await raw.json("GET", f"/api/v1/namespaces/{ns}/configmaps?limit=1&continue={token}")
+    assert (status, body["reason"]) == (400, "BadRequest"), body
+    assert body["message"] == f"invalid continue token: continue key is not valid: {why}"
+
+
+_KEY_RULE = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_VALUE_RULE = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and "
+    "must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', "
+    "regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+
+
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        ("tier in front", "unable to parse requirement: found 'front' expected: '('"),
+        ("tier=a b", "found 'b', expected: ',' or 'end of string'"),
+        ("a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+        ("a!!b", "unable to parse requirement: found '!', expected: in, notin, =, ==, !=, gt, lt"),
+        ("a in (x y)", "unable to parse requirement: found 'y', expected: ',' or ')'"),
+        ("a===b", "unable to parse requirement: found '=', expected: identifier"),
+        ("a,", "found '', expected: identifier after ','"),
+        (",a", "found ',', expected: !, identifier, or 'end of string'"),
+        ("!a=b", "found '=', expected: ',' or 'end of string'"),
+        ("-bad=x", f'unable to parse requirement: <nil>: Invalid value: "-bad": {_KEY_RULE}'),
+        (
+            "x/=b",
+            'unable to parse requirement: <nil>: Invalid value: "x/": name part must be non-empty; '
+            f"{_KEY_RULE}",
+        ),
+        ("a=-x-", f'unable to parse requirement: values[0][a]: Invalid value: "-x-": {_VALUE_RULE}'),
+        (
+            "a>-x",
+            "unable to parse requirement: [values[0]: Invalid value: \"-x\": for 'Gt', 'Lt' operators, "
+            f'the value must be an integer, values[0][a]: Invalid value: "-x": {_VALUE_RULE}]',
+        ),
+    ],
+)
+async def test_malformed_label_selectors(raw: Raw, ns: str, selector: str, message: str) -> None:
+    status, body = await raw.json(
+        "GET", f"/api/v1/namespaces/{ns}/configmaps", params={"labelSelector": selector}
+    )
+    assert (status, body["reason"], body["message"]) == (400, "BadRequest", message)
+
+
+async def test_label_selectors_upstream_accepts_select_as_upstream(raw: Raw, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    for name, labels in (("l1", {"a": "x", "n": "5"}), ("l2", {"a": "", "n": "x"}), ("l3", {})):
+        status, body = await raw.json(
+            "POST", path, json={"metadata": {"name": name, "labels": {"t": "y", **labels}}}
+        )
+        assert status == 201, body
+    for selector, names in (
+        ("t,a in ()", ["l2"]),
+        ("t,a notin (x,,)", ["l3"]),
+        ("t,a in (x,)", ["l1", "l2"]),
+        ("t,n>4", ["l1"]),
+        ("t,n<6,a", ["l1"]),
+        ("t,!a", ["l3"]),
+        ("t,a!=x", ["l2", "l3"]),
+    ):
+        status, body = await raw.json("GET", path, params={"labelSelector": selector})
+        assert status == 200, (selector, body)
+        assert [i["metadata"]["name"] for i in body["items"]] == names, selector
+
+
+@pytest.mark.parametrize(
+    ("resource", "selector", "message"),
+    [
+        (
+            "api/v1/namespaces/{ns}/configmaps",
+            "data.x=1",
+            '"data.x" is not a known field selector: only "metadata.name", "metadata.namespace"',
+        ),
+        (
+            "api/v1/namespaces/{ns}/configmaps",
+            "metadata.name = x",
+            '"metadata.name " is not a known field selector: only "metadata.name", "metadata.namespace"',
+        ),
+        (
+            "api/v1/namespaces/{ns}/configmaps",
+            "metadata.name",
+            "invalid selector: 'metadata.name'; can't understand 'metadata.name'",
+        ),
+        (
+            "apis/apps/v1/namespaces/{ns}/replicasets",
+            "status.replicas=1",
+            '"status.replicas" is not a known field selector: only "metadata.name", "metadata.namespace"',
+        ),
+        ("apis/batch/v1/namespaces/{ns}/jobs", "spec.x=1", 'field label "spec.x" not supported for Job'),
+        ("api/v1/namespaces/{ns}/services", "spec.x=1", "field label not supported: spec.x"),
+        ("api/v1/namespaces/{ns}/secrets", "data.x=1", "field label not supported: data.x"),
+        (
+            "apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            "spec.x=1",
+            '"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"',
+        ),
+    ],
+)
+async def test_unsupported_field_selectors(
+    raw: Raw, ns: str, resource: str, selector: str, message: str
+) -> None:
+    path = "/" + resource.format(ns=ns)
+    status, body = await raw.json("GET", path, params={"fieldSelector": selector})
+    assert (status, body["reason"], body["message"]) == (400, "BadRequest", message)
+
+
+@pytest.mark.parametrize(
+    ("body", "fault", "quoted"),
+    [
+        (b"{not json", "invalid character 'n' looking for beginning of object key string", "{not json"),
+        (b'{"metadata": ', "unexpected end of JSON input", '{"metadata": '),
+        (b'{"a" 1}', "invalid character '1' after object key", '{"a" 1}'),
+        (
+            b'{"data": {"a": tru}}',
+            "invalid character '}' in literal true (expecting 'e')",
+            '{"data": {"a": tru}}',
+        ),
+        (b"{} x", "invalid character 'x' after top-level value", "{} x"),
+    ],
+)
+async def test_malformed_json_bodies(raw: Raw, ns: str, body: bytes, fault: str, quoted: str) -> None:
+    status, out = await raw.json(
+        "POST", f"/api/v1/namespaces/{ns}/configmaps", data=body, headers={"Content-Type": "application/json"}
+    )
+    assert (status, out["reason"]) == (400, "BadRequest"), out
+    assert out["message"] == (
+        "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; "
+        f"json parse error: {fault} ({quoted})"
+    )

@@ -17,6 +17,7 @@ and takes them from everyone else; fields that disappeared leave every set.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +105,14 @@ def _entry(
     }
     if subresource:
         entry["subresource"] = subresource
+    if subresource == "scale":
+        del entry["time"]  # kube-apiserver's /scale rebuilds its entry without a time
     return entry
+
+
+# The apiVersion of the request being served: entries written now record it (a custom resource
+# written through a version other than its storage version names that version, as upstream's).
+REQUEST_VERSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_version", default=None)
 
 
 def _store(
@@ -123,7 +131,7 @@ def _store(
         if not kept:
             continue
         if key in touched:
-            entries.append(_entry(info, key, kept, touched[key], info.api_version))
+            entries.append(_entry(info, key, kept, touched[key], REQUEST_VERSION.get() or info.api_version))
         elif kept != fp.decode(entry.get("fieldsV1") or {}):
             entries.append({**entry, "fieldsV1": fp.encode(kept)})
         else:

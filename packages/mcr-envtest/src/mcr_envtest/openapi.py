@@ -208,7 +208,10 @@ def _build(registry: Registry, group: str, version: str, infos: list[ResourceInf
         else:
             kind_def, list_def = _custom_schemas(info, schemas)
         paths.update(_paths(info, kind_def, list_def))
-    for model in ("V1Status", "V1DeleteOptions"):
+    models = ["V1Status", "V1DeleteOptions"]
+    if any("scale" in i.subresources for i in infos):
+        models.append("V1Scale")
+    for model in models:
         for name, sch in builtin.model_closure(model).items():
             schemas.setdefault(name, sch)
     schemas.setdefault(
@@ -319,6 +322,10 @@ _LIST_PARAMS = [
 ]
 
 
+SCALE_DEF = "io.k8s.api.autoscaling.v1.Scale"
+SCALE_GVK = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+
+
 def _response(ref: str, *codes: str) -> dict[str, Any]:
     content = {"application/json": {"schema": {"$ref": builtin.REF_PREFIX + ref}}}
     return {code: {"description": "OK" if code == "200" else "Created", "content": content} for code in codes}
@@ -338,14 +345,16 @@ def _paths(info: ResourceInfo, kind_def: str, list_def: str) -> dict[str, Any]:
     gvk = {"group": info.group, "version": info.version, "kind": info.kind}
     tag = f"{info.group.split('.')[0] if info.group else 'core'}_{info.version}"
 
-    def op(action: str, verb: str, desc: str, params: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    def op(
+        action: str, verb: str, desc: str, params: list[dict[str, Any]], sub: str = "", **extra: Any
+    ) -> dict[str, Any]:
         return {
             "tags": [tag],
             "description": desc,
-            "operationId": f"{verb}{tag.title().replace('_', '')}{op_kind}",
+            "operationId": f"{verb}{tag.title().replace('_', '')}{op_kind}{sub}",
             "parameters": params,
             "x-kubernetes-action": action,
-            "x-kubernetes-group-version-kind": gvk,
+            "x-kubernetes-group-version-kind": SCALE_GVK if sub == "Scale" else gvk,
             **extra,
         }
 
@@ -413,14 +422,38 @@ def _paths(info: ResourceInfo, kind_def: str, list_def: str) -> dict[str, Any]:
         out[coll] = {**coll_ops, "parameters": [*scope, _P_PRETTY]}
     if item_ops:
         out[coll + "/{name}"] = {**item_ops, "parameters": [_P_NAME, *scope, _P_PRETTY]}
-    if "status" in info.subresources:
-        out[coll + "/{name}/status"] = {
+    for sub, schema in (("status", kind_def), ("scale", SCALE_DEF)):
+        if sub not in info.subresources:
+            continue
+        name = sub.title()
+        sub_body = {"content": {"*/*": {"schema": {"$ref": builtin.REF_PREFIX + schema}}}, "required": True}
+        writes = [_P_DRY, _P_MANAGER, _P_VALIDATION]
+        out[coll + "/{name}/" + sub] = {
             "get": op(
                 "get",
                 "read",
-                f"read status of the specified {info.kind}",
+                f"read {sub} of the specified {info.kind}",
                 [],
-                responses=_response(kind_def, "200"),
+                name,
+                responses=_response(schema, "200"),
+            ),
+            "put": op(
+                "put",
+                "replace",
+                f"replace {sub} of the specified {info.kind}",
+                writes,
+                name,
+                requestBody=sub_body,
+                responses=_response(schema, "200", "201"),
+            ),
+            "patch": op(
+                "patch",
+                "patch",
+                f"partially update {sub} of the specified {info.kind}",
+                [*writes, _P_FORCE],
+                name,
+                requestBody=patch_body,
+                responses=_response(schema, "200", "201"),
             ),
             "parameters": [_P_NAME, *scope, _P_PRETTY],
         }

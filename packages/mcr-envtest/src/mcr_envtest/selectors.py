@@ -11,20 +11,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from . import errors
+from . import errors, label_selector
 from .resources import ResourceInfo
 
 __all__ = ["Selector", "parse_field_selector", "parse_label_selector"]
 
 Matcher = Callable[[dict[str, Any]], bool]
-
-_REQ = re.compile(
-    r"""\s*(?P<not>!)?\s*(?P<key>[A-Za-z0-9_./-]+)\s*
-        (?:(?P<op>==|=|!=|>|<)\s*(?P<val>[A-Za-z0-9_.-]*)
-          |\s+(?P<setop>in|notin)\s*\((?P<set>[^)]*)\)
-        )?\s*""",
-    re.X,
-)
 
 
 def _split_top(s: str) -> list[str]:
@@ -45,51 +37,43 @@ def _split_top(s: str) -> list[str]:
     return [p for p in (x.strip() for x in parts) if p]
 
 
-def _label_req(req: str) -> Callable[[dict[str, str]], bool]:
-    m = _REQ.fullmatch(req)
-    if m is None:
-        raise errors.bad_request(f'unable to parse requirement: invalid label selector: "{req}"')
-    key, neg = m["key"], bool(m["not"])
-    if neg:
-        if m["op"] or m["setop"]:
-            raise errors.bad_request(f'unable to parse requirement: invalid label selector: "{req}"')
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _label_req(req: label_selector.Requirement) -> Callable[[dict[str, str]], bool]:
+    key, op, values = req.key, req.op, req.values
+    if op == "exists":
+        return lambda labels: key in labels
+    if op == "!":
         return lambda labels: key not in labels
-    op = m["op"]
-    if op is not None:
-        val = m["val"]
-        if op in ("=", "=="):
-            return lambda labels: labels.get(key) == val
-        if op == "!=":
-            return lambda labels: labels.get(key) != val
-        try:
-            num = int(val)
-        except ValueError:
-            raise errors.bad_request(f"invalid label selector {req!r}: {val!r} is not an integer") from None
+    if op in ("=", "in"):
+        return lambda labels: key in labels and labels[key] in values
+    if op in ("!=", "notin"):
+        return lambda labels: key not in labels or labels[key] not in values
+    (bound,) = (int(v) for v in values)
 
-        def cmp(labels: dict[str, str]) -> bool:
-            v = labels.get(key)
-            if v is None:
-                return False
-            try:
-                n = int(v)
-            except ValueError:
-                return False
-            return n > num if op == ">" else n < num
+    def cmp(labels: dict[str, str]) -> bool:
+        have = _int(labels.get(key))
+        return have is not None and (have > bound if op == "gt" else have < bound)
 
-        return cmp
-    if m["setop"]:
-        values = {v.strip() for v in m["set"].split(",") if v.strip()}
-        if m["setop"] == "in":
-            return lambda labels: labels.get(key) in values
-        return lambda labels: labels.get(key) not in values
-    return lambda labels: key in labels
+    return cmp
 
 
 def parse_label_selector(selector: str | None) -> Matcher | None:
-    """A matcher on an object's ``metadata.labels`` (None for an empty selector); 400 when malformed."""
+    """A matcher on an object's ``metadata.labels`` (None for an empty selector); 400 with
+    kube-apiserver's message when malformed."""
     if not selector or not selector.strip():
         return None
-    reqs = [_label_req(r) for r in _split_top(selector)]
+    try:
+        reqs = [_label_req(r) for r in label_selector.parse(selector)]
+    except label_selector.SelectorError as exc:
+        raise errors.bad_request(str(exc)) from None
+    if not reqs:
+        return None
 
     def match(obj: dict[str, Any]) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -141,9 +125,8 @@ TYPE_FIELDS: dict[tuple[str, str], frozenset[str]] = {
     ("", "namespaces"): frozenset({"status.phase"}),
     ("", "nodes"): frozenset({"spec.unschedulable"}),
     ("", "replicationcontrollers"): frozenset({"status.replicas"}),
-    ("apps", "replicasets"): frozenset({"status.replicas"}),
     ("batch", "jobs"): frozenset({"status.successful"}),
-    ("apiextensions.k8s.io", "customresourcedefinitions"): frozenset(),
+    ("", "services"): frozenset(),
 }
 
 
@@ -172,6 +155,16 @@ def _selectable(info: ResourceInfo) -> frozenset[str]:
     return frozenset(fields)
 
 
+def _unsupported(info: ResourceInfo, fld: str) -> str:
+    """kube-apiserver's words for a field a kind cannot select on: kinds without field label
+    conversions of their own answer in the generic words."""
+    if info.group_resource == ("batch", "jobs"):
+        return f'field label "{fld}" not supported for Job'
+    if info.crd is None and info.group_resource not in TYPE_FIELDS:
+        return f'"{fld}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    return f"field label not supported: {fld}"
+
+
 def parse_field_selector(selector: str | None, info: ResourceInfo) -> Matcher | None:
     """A matcher for a field selector on ``info``'s objects (None for an empty selector).
 
@@ -182,12 +175,12 @@ def parse_field_selector(selector: str | None, info: ResourceInfo) -> Matcher | 
     allowed = _selectable(info)
     reqs: list[tuple[str, bool, str]] = []
     for part in _split_top(selector):
-        m = re.fullmatch(r"\s*([A-Za-z0-9_.]+)\s*(==|=|!=)\s*(.*?)\s*", part)
+        m = re.search("!=|==|=", part)  # the first operator splits the term, spaces and all
         if m is None:
-            raise errors.bad_request(f'invalid field selector: "{part}"')
-        fld, op, val = m.group(1), m.group(2), m.group(3)
+            raise errors.bad_request(f"invalid selector: '{selector}'; can't understand '{part}'")
+        fld, op, val = part[: m.start()], m.group(), part[m.end() :]
         if fld not in allowed:
-            raise errors.bad_request(f"field label not supported: {fld}")
+            raise errors.bad_request(_unsupported(info, fld))
         reqs.append((fld, op == "!=", val))
 
     def match(obj: dict[str, Any]) -> bool:

@@ -27,7 +27,6 @@ plain synchronous call, so no reader ever sees a half-applied write.
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
@@ -143,24 +142,7 @@ class ListSnapshot:
 
     keys: list[tuple[str, str]]
     entries: list[tuple[dict[str, Any], bytes | None]]
-
-
-def encode_continue(rv: int, start: str) -> str:
-    """An opaque continue token: base64url of upstream's ``{"v","rv","start"}`` shape."""
-    raw = orjson.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_continue(token: str) -> tuple[int, str]:
-    """(rv, start key) from a continue token; raises StatusError 400 for a malformed token."""
-    try:
-        pad = "=" * (-len(token) % 4)
-        data = orjson.loads(base64.urlsafe_b64decode(token + pad))
-        if data.get("v") != "meta.k8s.io/v1":
-            raise ValueError("unknown version")
-        return int(data["rv"]), str(data["start"])
-    except (ValueError, KeyError, TypeError, orjson.JSONDecodeError) as exc:
-        raise errors.bad_request(f"invalid continue token: {exc}") from None
+    last: tuple[str, str] | None = None  # the last key listed, matched or not
 
 
 class Store:

@@ -10,7 +10,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from mcr_envtest import errors, validation
+from mcr_envtest import errors, go_json, validation
 from mcr_envtest.resources import BUILTINS, ResourceInfo
 from mcr_envtest.schema import protobuf
 
@@ -100,6 +100,12 @@ async def object_body(ctx: Ctx) -> dict[str, Any]:
             raise errors.bad_request(
                 f"the object provided is unrecognized (must be of type {ctx.info.kind}): "
                 "couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
+            )
+        fault = go_json.syntax_error(data) if ctype == "application/json" and not ctx.info.is_custom else None
+        if fault is not None:
+            raise errors.bad_request(
+                f"the object provided is unrecognized (must be of type {ctx.info.kind}): "
+                f"couldn't get version/kind; json parse error: {fault} ({_summary(data)})"
             )
         body = decode(data, ctype)
         if ctx.query.get("fieldValidation") == "Strict" and ctype == "application/json":

@@ -14,10 +14,11 @@ import yaml
 from aiohttp import web
 
 from mcr_envtest import errors, table
+from mcr_envtest.continue_token import decode_continue, encode_continue
 from mcr_envtest.resources import ResourceInfo
 from mcr_envtest.schema.protobuf_encode import encode_object
 from mcr_envtest.selectors import Selector, parse_field_selector, parse_label_selector
-from mcr_envtest.store import ListSnapshot, decode_continue, encode_continue
+from mcr_envtest.store import ListSnapshot
 
 from .context import Backend, Ctx, json_response, protobuf_response
 from .conversion import to_version
@@ -99,14 +100,16 @@ def _match(entries: Iterable[tuple[dict[str, Any], bytes | None]], sel: Selector
     filtering = sel.labels is not None or sel.fields is not None
     keys: list[tuple[str, str]] = []
     out: list[tuple[dict[str, Any], bytes | None]] = []
+    last: tuple[str, str] | None = None
     for entry in entries:
         obj = entry[0]
+        meta = obj["metadata"]
+        last = (meta.get("namespace", ""), meta["name"])
         if filtering and not sel.matches(obj):
             continue
-        meta = obj["metadata"]
-        keys.append((meta.get("namespace", ""), meta["name"]))
+        keys.append(last)
         out.append(entry)
-    return ListSnapshot(keys, out)
+    return ListSnapshot(keys, out, last)
 
 
 async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
@@ -181,6 +184,8 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
             limit = max(0, int(q["limit"]))
         except ValueError:
             raise errors.bad_request(f'limit: Invalid value: "{q["limit"]}"') from None
+    if rv == "0" and rvm != "Exact":
+        limit = 0  # kube-apiserver serves these from its watch cache, which ignores the limit
     sel = request_selector(ctx)
     ns = ctx.namespace or None
     # the list result is cached per (RV, resource, namespace, selector) so continue pages are cheap
@@ -231,7 +236,9 @@ async def _list(api: Backend, ctx: Ctx) -> web.StreamResponse:
         matched = [(o, None) for o in served]
     next_token: str | None = None
     remaining = total - end
-    if remaining > 0:
+    # a full page ends the list only when no object, matched or not, comes after its last item
+    full = bool(limit) and end - start_i == limit and snap.last is not None and snap.last > snap.keys[end - 1]
+    if remaining > 0 or full:
         ns_l, name_l = snap.keys[end - 1]
         next_token = encode_continue(list_rv, f"{ns_l}/{name_l}")
         store.list_snapshot_put(list_rv, cache_key, snap)

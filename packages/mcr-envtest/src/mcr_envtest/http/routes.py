@@ -441,8 +441,10 @@ class Api:
         digest = openapi.group_version_hash(self.registry, *gv) if gv is not None else ""
         if len(rest) == 1 and rest[0] in openapi.STATIC_DOCUMENTS:
             doc, digest = openapi.STATIC_DOCUMENTS[rest[0]], openapi.STATIC_HASHES[rest[0]]
-        if doc is None:
-            raise errors.PageNotFound
+        if doc is None:  # kube-apiserver's OpenAPI v3 handler answers an empty 404 here
+            resp = web.Response(status=404)
+            resp.content_type = "application/octet-stream"
+            return resp
         headers = {"Cache-Control": "no-cache, private", "Vary": "Accept"}
         if openapi_v2.negotiate(accept) is None:  # (kube-apiserver also serves gnostic protobuf)
             return web.Response(status=406, headers=headers)

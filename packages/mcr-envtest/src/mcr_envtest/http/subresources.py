@@ -159,7 +159,14 @@ async def scale(api: Backend, ctx: Ctx) -> web.StreamResponse:
     new = deep_copy(obj)
     _set_path(new, _replicas_paths(info)[0], replicas)
     out = api.writer.update(
-        info, new, ctx.namespace, ctx.name, dry_run=dry_run(ctx), manager=field_manager(ctx), require_rv=False
+        info,
+        new,
+        ctx.namespace,
+        ctx.name,
+        subresource="scale",
+        dry_run=dry_run(ctx),
+        manager=field_manager(ctx),
+        require_rv=False,
     )
     return json_response(_scale_of(info, out))
 

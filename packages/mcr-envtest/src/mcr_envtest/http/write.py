@@ -62,6 +62,14 @@ RETURNS_DELETED_OBJECT = frozenset(
 
 
 async def handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
+    token = applymod.REQUEST_VERSION.set(ctx.info.api_version)
+    try:
+        return await _handle(api, ctx)
+    finally:
+        applymod.REQUEST_VERSION.reset(token)
+
+
+async def _handle(api: Backend, ctx: Ctx) -> web.StreamResponse:
     info = ctx.info
     if info.plural in REVIEWS:
         return await subresources.review(api, ctx)
