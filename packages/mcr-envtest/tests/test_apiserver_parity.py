@@ -670,6 +670,39 @@ async def test_cel_rules_refuse_invalid_custom_resources_as_upstream(raw: Raw) -
         assert (status, invalid(body)) == (422, [(f"spec.{field}", message)]), (field, bad)
 
 
+NOT_CHECKED = (
+    "Invalid value: null: some validation rules were not checked because the object was invalid; correct the "
+    "existing errors to complete validation"
+)
+
+
+async def test_schema_errors_that_block_rules_are_named_and_strings_fail_once(raw: Raw) -> None:
+    spec = {**RULES_SPEC, "properties": {**RULES_SPEC["properties"]}}
+    spec["properties"]["name"] = {"type": "string", "maxLength": 4, "pattern": "^[a-z-]+$"}
+    spec["properties"]["kind"] = {"type": "string", "enum": ["a", "b"]}
+    await create_crd(raw, widget_crd(spec))
+    # a string too long for maxLength is not also matched against its pattern; a blocking error
+    # (too long, unsupported, required, wrong type) stops the rules with one cause saying so
+    for name, extra, first in [
+        ("long", {"name": "w-ABCDEF"}, ("spec.name", "Too long: may not be more than 4 bytes")),
+        ("enum", {"kind": "c"}, ("spec.kind", 'Unsupported value: "c": supported values: "a", "b"')),
+        (
+            "type",
+            {"min": "one"},
+            ("spec.min", 'Invalid value: "string": spec.min in body must be of type integer: "string"'),
+        ),
+    ]:
+        status, body = await raw.json("POST", WIDGETS, json=widget(name, {**GOOD, "min": 5, **extra}))
+        assert status == 422, body
+        assert invalid(body) == [first, ("<nil>", NOT_CHECKED)], name
+    # a pattern failure alone does not block: the rules run and report too
+    status, body = await raw.json("POST", WIDGETS, json=widget("pat", {**GOOD, "min": 5, "name": "w-A"}))
+    assert invalid(body) == [
+        ("spec.name", "Invalid value: \"w-A\": spec.name in body should match '^[a-z-]+$'"),
+        ("spec", "Invalid value: min must be <= max"),
+    ]
+
+
 async def test_cel_transition_rules_compare_with_the_stored_object(raw: Raw) -> None:
     await create_crd(raw, widget_crd(RULES_SPEC))
     status, current = await raw.json("POST", WIDGETS, json=widget("w", GOOD))

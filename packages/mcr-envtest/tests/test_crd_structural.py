@@ -162,3 +162,84 @@ async def test_status_writes_are_pruned_and_identical_rewrites_are_noops(gadgets
     )
     assert status == 200
     assert again["metadata"]["resourceVersion"] == rv
+
+
+def _crd(name: str, schemas: list[dict[str, Any]]) -> dict[str, Any]:
+    versions = [
+        {"name": f"v{i + 1}", "served": True, "storage": i == 0, "schema": {"openAPIV3Schema": s}}
+        for i, s in enumerate(schemas)
+    ]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{name}s.structural.example.com"},
+        "spec": {
+            "group": "structural.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": f"{name}s", "kind": name.title()},
+            "versions": versions,
+        },
+    }
+
+
+_OBJ = "Required value: must not be empty for specified object fields"
+_ROOT = "spec.validation.openAPIV3Schema"
+
+
+@pytest.mark.parametrize(
+    ("schemas", "causes"),
+    [
+        (
+            [{"type": "object", "properties": {"spec": {"properties": {"a": {"type": "string"}}}}}],
+            [("FieldValueRequired", _OBJ, f"{_ROOT}.properties[spec].type")],
+        ),
+        (
+            [{"properties": {"spec": {"type": "object"}}}],
+            [("FieldValueRequired", "Required value: must not be empty at the root", f"{_ROOT}.type")],
+        ),
+        (
+            [{"type": "string"}],
+            [("FieldValueInvalid", 'Invalid value: "string": must be object at the root', f"{_ROOT}.type")],
+        ),
+        (
+            [{"type": "object", "properties": {"spec": {"type": "array", "items": {"properties": {}}}}}],
+            [
+                (
+                    "FieldValueRequired",
+                    "Required value: must not be empty for specified array items",
+                    f"{_ROOT}.properties[spec].items.type",
+                )
+            ],
+        ),
+        (
+            [
+                {
+                    "type": "object",
+                    "properties": {
+                        "spec": {"x-kubernetes-preserve-unknown-fields": True},
+                        "port": {"x-kubernetes-int-or-string": True},
+                        "m": {"type": "object", "additionalProperties": {}},
+                        "r": {"type": "object", "properties": {"s": {}}},
+                    },
+                }
+            ],
+            [
+                ("FieldValueRequired", _OBJ, f"{_ROOT}.properties[m].additionalProperties.type"),
+                ("FieldValueRequired", _OBJ, f"{_ROOT}.properties[r].properties[s].type"),
+            ],
+        ),
+        (
+            [{"type": "object", "properties": {"spec": {}}}, {"type": "object", "properties": {"x": {}}}],
+            [
+                ("FieldValueRequired", _OBJ, "spec.versions[0].schema.openAPIV3Schema.properties[spec].type"),
+                ("FieldValueRequired", _OBJ, "spec.versions[1].schema.openAPIV3Schema.properties[x].type"),
+            ],
+        ),
+    ],
+)
+async def test_non_structural_schemas_are_refused(
+    raw: Raw, schemas: list[dict[str, Any]], causes: list[tuple[str, str, str]]
+) -> None:
+    status, body = await raw.json("POST", CRDS, json=_crd("thing", schemas))
+    assert (status, body["reason"]) == (422, "Invalid"), body
+    assert [(c["reason"], c["message"], c["field"]) for c in body["details"]["causes"]] == causes

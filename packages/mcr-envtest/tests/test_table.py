@@ -172,3 +172,36 @@ def test_table_over_http(apiserver: ServerThread) -> None:
     assert [row["cells"][:2] for row in table["rows"]] == [["kube-root-ca.crt", 1], ["t", 1]] or [
         row["cells"][:2] for row in table["rows"]
     ] == [["t", 1]]
+
+
+def test_column_descriptions_come_from_the_api_documentation(apiserver: ServerThread) -> None:
+    import json
+    import ssl
+    import urllib.request
+
+    def table(path: str) -> dict[str, Any]:
+        req = urllib.request.Request(
+            apiserver.url + path,
+            headers={
+                "Authorization": f"Bearer {apiserver.admin_token}",
+                "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io",
+            },
+        )
+        context = ssl.create_default_context(cafile=apiserver.ca_file)
+        with urllib.request.urlopen(req, context=context, timeout=30) as r:
+            out: dict[str, Any] = json.loads(r.read())
+            return out
+
+    defs = {d["name"]: d for d in table("/api/v1/namespaces/default/configmaps")["columnDefinitions"]}
+    assert defs["Name"]["description"].startswith("Name must be unique within a namespace.")
+    assert defs["Data"]["description"].startswith("Data contains the configuration data.")
+    assert defs["Data"]["type"] == "string"
+    assert defs["Age"]["description"].startswith(
+        "CreationTimestamp is a timestamp representing the server time"
+    )
+    assert "is in UTC.\n\nPopulated by the system." in defs["Age"]["description"]
+    pods = {
+        d["name"]: d["description"] for d in table("/api/v1/namespaces/default/pods")["columnDefinitions"]
+    }
+    assert pods["Ready"] == "The aggregate readiness state of this pod for accepting traffic."
+    assert pods["Node"].startswith("NodeName indicates in which node this pod is scheduled.")

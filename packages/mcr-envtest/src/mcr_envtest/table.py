@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .schema import builtin
+
 if TYPE_CHECKING:
     from .resources import ResourceInfo
 
@@ -183,7 +185,7 @@ _AGE = _col("Age", "string", _age_cell)
 _BUILTIN: dict[tuple[str, str], list[Column]] = {
     ("", "ConfigMap"): [
         _NAME,
-        _col("Data", "integer", lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {})),
+        _col("Data", "string", lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {})),
         _AGE,
     ],
     ("", "Secret"): [
@@ -384,16 +386,54 @@ def _columns(info: ResourceInfo) -> list[Column]:
     return _BUILTIN.get((info.group, info.kind), _DEFAULT)
 
 
+# Where kube-apiserver's printers take a column's description from: (model, field) of the
+# OpenAPI schema, or the text itself.
+_DOCS: dict[tuple[str, str], tuple[str, str] | str] = {
+    ("", "Name"): ("V1ObjectMeta", "name"),
+    ("", "Age"): ("V1ObjectMeta", "creationTimestamp"),
+    ("", "Created At"): ("V1ObjectMeta", "creationTimestamp"),
+    ("ConfigMap", "Data"): ("V1ConfigMap", "data"),
+    ("Secret", "Type"): ("V1Secret", "type"),
+    ("Secret", "Data"): ("V1Secret", "data"),
+    ("Pod", "Ready"): "The aggregate readiness state of this pod for accepting traffic.",
+    ("Pod", "Status"): "The aggregate status of the containers in this pod.",
+    (
+        "Pod",
+        "Restarts",
+    ): "The number of times the containers in this pod have been restarted and when the last "
+    "container in this pod has restarted.",
+    ("Pod", "IP"): ("V1PodStatus", "podIP"),
+    ("Pod", "Node"): ("V1PodSpec", "nodeName"),
+    ("Service", "Type"): ("V1ServiceSpec", "type"),
+    ("Service", "Cluster-IP"): ("V1ServiceSpec", "clusterIP"),
+    ("Service", "External-IP"): ("V1ServiceSpec", "externalIPs"),
+    ("Service", "Port(s)"): ("V1ServiceSpec", "ports"),
+    ("Service", "Selector"): ("V1ServiceSpec", "selector"),
+}
+
+
+def _doc(kind: str, name: str) -> str | None:
+    where = _DOCS.get((kind, name)) or _DOCS.get(("", name))
+    if where is None or isinstance(where, str):
+        return where
+    schema = builtin.model_schema(where[0]) or {}
+    text = str(((schema.get("properties") or {}).get(where[1]) or {}).get("description", ""))
+    return text.replace("  ", "\n\n") or None  # the client's models join paragraphs with two spaces
+
+
 def _definitions(info: ResourceInfo, cols: list[Column]) -> list[dict[str, Any]]:
-    described = (
-        {str(c.get("name")): str(c.get("description", "")) for c in info.printer_columns} if info.crd else {}
-    )
+    described: dict[str, str] = {}
+    for c in info.printer_columns if info.crd else ():
+        path = c.get("jsonPath", "")
+        described[str(c.get("name"))] = str(
+            c.get("description") or f"Custom resource definition column (in JSONPath format): {path}"
+        )
     return [
         {
             "name": name,
             "type": typ,
             "format": fmt,
-            "description": described.get(name) or f"{name} of the {info.kind}",
+            "description": described.get(name) or _doc(info.kind, name) or f"{name} of the {info.kind}",
             "priority": priority,
         }
         for name, typ, fmt, priority, _ in cols

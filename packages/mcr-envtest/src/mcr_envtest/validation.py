@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 
-from . import _builtin_rules, object_rules
+from . import _builtin_rules, crd_structural, object_rules
 from .cel import rules as cel_rules
 from .schema import builtin
 from .schema.structural import apply_defaults, crd_version_schema, prune_unknown
@@ -264,8 +264,8 @@ def validate_object(
         for c in causes:  # upstream says why
             if c.get("field", "").endswith(".pathType") and c.get("message") == "Required value":
                 c["message"] = "Required value: pathType must be specified"
-    if info.crd is not None and schema is not None and not causes:  # rules see well-typed values
-        causes.extend(cel_rules.causes(schema, obj, old))
+    if info.crd is not None and schema is not None:
+        causes.extend(cel_rules.after_schema(schema, obj, old, causes))
     return causes
 
 
@@ -394,25 +394,20 @@ def _constraints(schema: dict[str, Any], value: Any, path: str, causes: list[dic
             causes.append(_invalid(value, f"{path} in body should be greater than or equal to {lo}", path))
         if isinstance(hi, int | float) and (value > hi or (schema.get("exclusiveMaximum") and value == hi)):
             causes.append(_invalid(value, f"{path} in body should be less than or equal to {hi}", path))
-    if isinstance(value, str):
+    if isinstance(value, str):  # upstream reports the first of these a string fails
+        pattern = schema.get("pattern")
         if isinstance(schema.get("maxLength"), int) and len(value) > schema["maxLength"]:
             causes.append(
                 cause(
                     "FieldValueTooLong", f"Too long: may not be more than {schema['maxLength']} bytes", path
                 )
             )
-        if isinstance(schema.get("minLength"), int) and len(value) < schema["minLength"]:
+        elif isinstance(schema.get("minLength"), int) and len(value) < schema["minLength"]:
             causes.append(
                 _invalid(value, f"{path} in body should be at least {schema['minLength']} chars long", path)
             )
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            try:
-                ok = re.search(pattern, value) is not None
-            except re.error:
-                ok = True
-            if not ok:
-                causes.append(_invalid(value, f"{path} in body should match '{pattern}'", path))
+        elif isinstance(pattern, str) and not _matches(pattern, value):
+            causes.append(_invalid(value, f"{path} in body should match '{pattern}'", path))
     if isinstance(value, list):
         if isinstance(schema.get("maxItems"), int) and len(value) > schema["maxItems"]:
             causes.append(
@@ -426,6 +421,13 @@ def _constraints(schema: dict[str, Any], value: Any, path: str, causes: list[dic
             causes.append(
                 _invalid(len(value), f"{path} in body should have at least {schema['minItems']} items", path)
             )
+
+
+def _matches(pattern: str, value: str) -> bool:
+    try:
+        return re.search(pattern, value) is not None
+    except re.error:
+        return True
 
 
 def _crd_causes(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -461,7 +463,7 @@ def _crd_causes(obj: dict[str, Any]) -> list[dict[str, Any]]:
                     "spec.versions",
                 )
             )
-    return causes
+    return causes + crd_structural.causes(spec)
 
 
 def unknown_fields(info: ResourceInfo, obj: dict[str, Any]) -> list[str]:

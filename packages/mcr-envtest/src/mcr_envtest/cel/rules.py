@@ -19,7 +19,7 @@ from typing import Any
 from .evaluator import SUPPORTED_FUNCTIONS, SUPPORTED_METHODS, evaluate
 from .parser import NO_TARGET, CelError, CelEvalError, CelSyntaxError, CelUnsupported, Node, parse
 
-__all__ = ["causes", "crd_causes", "unsupported"]
+__all__ = ["after_schema", "causes", "crd_causes", "unsupported"]
 
 Schema = dict[str, Any]
 _REASONS = {
@@ -392,3 +392,32 @@ def causes(schema: Schema | None, obj: dict[str, Any], old: dict[str, Any] | Non
 
     _walk(schema, visible(obj), visible(old) if old is not None else _MISSING, "", out)
     return out
+
+
+# Schema errors after which kube-apiserver runs no rule (values may not have their declared types).
+_BLOCKING = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+NOT_CHECKED = (
+    "Invalid value: null: some validation rules were not checked because the object was invalid; correct the "
+    "existing errors to complete validation"
+)
+
+
+def after_schema(
+    schema: Schema | None, obj: dict[str, Any], old: dict[str, Any] | None, found: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The rule causes to add to the schema causes ``found``: the rules' own when no schema
+    error blocks them, else (when the schema has rules) kube-apiserver's single "some
+    validation rules were not checked" cause."""
+    if not any(c.get("type") in _BLOCKING for c in found):
+        return causes(schema, obj, old)
+    if any(_rules(node) for node, _ in _nodes(schema, "")):
+        return [_cause("FieldValueInvalid", NOT_CHECKED, "<nil>")]
+    return []
