@@ -489,3 +489,44 @@ async def test_malformed_json_bodies(raw: Raw, ns: str, body: bytes, fault: str,
         "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; "
         f"json parse error: {fault} ({quoted})"
     )
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "message"),
+    [
+        ("v1", "Secret", "invalid object type: /v1, Kind=Secret"),
+        ("apps/v1", "Deployment", "invalid object type: apps/v1, Kind=Deployment"),
+    ],
+)
+async def test_apply_of_another_kind_is_refused(
+    raw: Raw, ns: str, api_version: str, kind: str, message: str
+) -> None:
+    body = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}
+    status, out = await raw.json(
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/configmaps/x",
+        data=json.dumps(body),
+        params={"fieldManager": "m"},
+        headers={"Content-Type": "application/apply-patch+yaml"},
+    )
+    assert (status, out["reason"], out["message"]) == (400, "BadRequest", message)
+
+
+async def test_access_review_names_the_default_binding_that_grants(raw: Raw) -> None:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}},
+    }
+    headers = {"Impersonate-User": "alice", "Impersonate-Group": "system:authenticated"}
+    status, out = await raw.json(
+        "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review, headers=headers
+    )
+    assert status == 201, out
+    assert out["status"]["allowed"] is True
+    # both default bindings grant /healthz; kube-apiserver names whichever its cache yields first
+    to = 'to Group "system:authenticated"'
+    assert out["status"]["reason"] in {
+        f'RBAC: allowed by ClusterRoleBinding "{name}" of ClusterRole "{name}" {to}'
+        for name in ("system:discovery", "system:public-info-viewer")
+    }

@@ -306,18 +306,9 @@ class Authorizer:
         and is empty when denied."""
         if MASTERS in user.groups:
             return True, ""  # upstream's privileged-group authorizer gives no reason
-        if not attrs.resource_request:
-            if attrs.verb in ("get", "head") and attrs.path in _PUBLIC_PATHS:
-                return True, "allowed: public health and version paths"
-            authenticated = AUTHENTICATED in user.groups
-            if authenticated and attrs.verb in ("get", "head") and attrs.path.startswith(_DISCOVERY_PREFIXES):
-                return True, 'allowed by ClusterRole "system:discovery"'
-        elif (
-            (attrs.group, attrs.resource) in _SELF_REVIEWS
-            and attrs.verb == "create"
-            and AUTHENTICATED in user.groups
-        ):
-            return True, 'allowed by ClusterRole "system:basic-user"'
+        # the default policy's bindings (system:discovery, system:public-info-viewer,
+        # system:basic-user) grant health, version and discovery paths and self reviews, and are
+        # named as kube-apiserver names them; without them the same grants apply unnamed
         for binding in self._store.list_objects(RBAC, "clusterrolebindings"):
             if not any(_subject_matches(s, user, "") for s in binding.get("subjects") or []):
                 continue
@@ -327,7 +318,7 @@ class Authorizer:
             ):
                 return True, (
                     f'RBAC: allowed by ClusterRoleBinding "{binding["metadata"]["name"]}" of ClusterRole '
-                    f'"{ref.get("name")}" to {_who(user)}'
+                    f'"{ref.get("name")}" to {_who(binding.get("subjects"), user, "")}'
                 )
         if attrs.resource_request and attrs.namespace:
             for binding in self._store.list_objects(RBAC, "rolebindings", attrs.namespace):
@@ -341,11 +332,12 @@ class Authorizer:
                     else self._role(attrs.namespace, name)
                 )
                 if any(_rule_allows(r, attrs) for r in rules):
+                    who = _who(binding.get("subjects"), user, attrs.namespace)
                     return True, (
                         f'RBAC: allowed by RoleBinding "{binding["metadata"]["name"]}/{attrs.namespace}" of '
-                        f'{ref.get("kind")} "{name}" to {_who(user)}'
+                        f'{ref.get("kind")} "{name}" to {who}'
                     )
-        return False, ""
+        return _default_grant(user, attrs), ""
 
     def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(resource rules, non-resource rules) granted to ``user`` in ``namespace`` (cluster-wide
@@ -411,10 +403,12 @@ class Authorizer:
         return rules, non_resource
 
 
-def _who(user: UserInfo) -> str:
-    if user.name.startswith("system:serviceaccount:"):
-        return f'ServiceAccount "{user.name.rsplit(":", 2)[-2]}/{user.name.rsplit(":", 1)[-1]}"'
-    return f'User "{user.name}"'
+def _who(subjects: Any, user: UserInfo, binding_ns: str) -> str:
+    """The binding's subject that matched ``user``, as upstream names it in a reason."""
+    subject = next(s for s in subjects if _subject_matches(s, user, binding_ns))
+    if subject.get("kind") == "ServiceAccount":
+        return f'ServiceAccount "{subject.get("namespace") or binding_ns}/{subject.get("name")}"'
+    return f'{subject.get("kind")} "{subject.get("name")}"'
 
 
 def forbidden_message(user: UserInfo, attrs: RequestAttributes, resource_description: str) -> str:
@@ -431,3 +425,14 @@ def forbidden_message(user: UserInfo, attrs: RequestAttributes, resource_descrip
         f'{what} is forbidden: User "{user.name}" cannot {attrs.verb} resource "{res}" in API group '
         f'"{attrs.group}" {scope}'
     )
+
+
+def _default_grant(user: UserInfo, attrs: RequestAttributes) -> bool:
+    """What the default policy grants every user (health and version paths) and every
+    authenticated user (discovery paths, self reviews)."""
+    authenticated = AUTHENTICATED in user.groups
+    if not attrs.resource_request:
+        return attrs.verb in ("get", "head") and (
+            attrs.path in _PUBLIC_PATHS or (authenticated and attrs.path.startswith(_DISCOVERY_PREFIXES))
+        )
+    return authenticated and attrs.verb == "create" and (attrs.group, attrs.resource) in _SELF_REVIEWS

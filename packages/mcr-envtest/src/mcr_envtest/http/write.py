@@ -293,6 +293,16 @@ async def _apply(
         raise errors.bad_request("apply patch must be a YAML or JSON object")
     force_s = ctx.query.get("force", "false").lower()
     force = force_s in ("1", "true")
+    av, kind = patch.get("apiVersion"), patch.get("kind")
+    if (
+        isinstance(av, str)
+        and isinstance(kind, str)
+        and av
+        and kind
+        and (av, kind) != (ctx.info.api_version, ctx.info.kind)
+    ):
+        group, _, version = av.rpartition("/")  # upstream prints the GroupVersionKind
+        raise errors.bad_request(f"invalid object type: {group}/{version}, Kind={kind}")
     check_type(ctx, patch)
     meta = patch.get("metadata") or {}
     if meta.get("name") and meta["name"] != ctx.name:
