@@ -76,7 +76,7 @@ def test_static_and_service_account_tokens() -> None:
         authn, "ns1", "robot", "uid-1", {"spec": {"audiences": ["a"], "expirationSeconds": 600}}
     )
     assert out["kind"] == "TokenRequest"
-    assert out["spec"] == {"audiences": ["a"], "expirationSeconds": 600}
+    assert out["spec"] == {"audiences": ["a"], "expirationSeconds": 600, "boundObjectRef": None}
     assert out["status"]["expirationTimestamp"].endswith("Z")
     with pytest.raises(Unauthenticated, match="audiences"):  # not meant for this server
         authn.authenticate(Req(out["status"]["token"]))

@@ -244,3 +244,32 @@ async def test_managed_fields_name_the_request_version_and_the_scale_subresource
         "fieldsV1": {"f:spec": {"f:replicas": {}}},
         "subresource": "scale",
     }
+
+
+async def test_a_body_of_another_kind_of_the_group_is_invalid(raw: Raw) -> None:
+    crd = copy.deepcopy(CRD)
+    crd["spec"]["versions"][0]["schema"] = {
+        "openAPIV3Schema": {
+            "type": "object",
+            "properties": {
+                "spec": {"type": "object", "required": ["size"], "properties": {"size": {"type": "integer"}}}
+            },
+        }
+    }
+    status, created = await raw.json("POST", CRDS, json=crd)
+    assert status == 201, created
+    await crd_served(raw, crd)
+    body = {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {}}
+    status, out = await raw.json("POST", W, json=body)
+    assert (status, out["reason"]) == (422, "Invalid"), out
+    # the schema is not checked (spec.size is missing), only the rules, which this CRD has none of
+    assert (
+        out["message"] == 'Gadget.example.com "g" is invalid: kind: Invalid value: "Gadget": must be Widget'
+    )
+    assert (out["details"]["kind"], out["details"]["group"]) == ("Gadget", "example.com")
+    status, out = await raw.json("POST", W, json={**body, "spec": {"size": 1}})
+    assert [(c["field"], c["message"]) for c in out["details"]["causes"]] == [
+        ("kind", 'Invalid value: "Gadget": must be Widget')
+    ]
+    status, _ = await raw.json("GET", f"{W}/g")
+    assert status == 404

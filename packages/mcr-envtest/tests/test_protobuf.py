@@ -86,7 +86,11 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "spec": {
             "podCIDR": "10.0.0.0/24",
             "unschedulable": True,
-            "taints": [{"key": "k", "effect": "NoSchedule"}],
+            # with the taint admission adds to a new Node, so what is read back is what was sent
+            "taints": [
+                {"key": "k", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+            ],
         }
     },
     ("", "endpoints"): {

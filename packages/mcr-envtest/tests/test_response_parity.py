@@ -441,3 +441,67 @@ async def test_apply_refusals_name_the_options_and_conflicts_no_object(raw: Raw)
     assert body["details"] == {
         "causes": [{"reason": "FieldManagerConflict", "message": 'conflict with "one"', "field": ".data.k"}]
     }, body
+
+
+async def test_token_request_answer_carries_the_account_uid_and_its_writer(raw: Raw) -> None:
+    ns = f"tr-{uuid.uuid4().hex[:8]}"
+    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": ns}})
+    assert status == 201, body
+    status, sa = await raw.json(
+        "POST", f"/api/v1/namespaces/{ns}/serviceaccounts", json={"metadata": {"name": "robot"}}
+    )
+    assert status == 201, sa
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600},
+    }
+    status, out = await raw.json(
+        "POST",
+        f"/api/v1/namespaces/{ns}/serviceaccounts/robot/token",
+        json=request,
+        params={"fieldManager": "issuer"},
+    )
+    assert status == 201, out
+    assert out["metadata"]["uid"] == sa["metadata"]["uid"]
+    assert out["spec"]["boundObjectRef"] is None
+    ((entry),) = out["metadata"]["managedFields"]
+    assert {k: entry[k] for k in ("manager", "operation", "apiVersion", "fieldsV1", "subresource")} == {
+        "manager": "issuer",
+        "operation": "Update",
+        "apiVersion": "authentication.k8s.io/v1",
+        "fieldsV1": {"f:spec": {"f:expirationSeconds": {}}},
+        "subresource": "token",
+    }
+    await raw.status("DELETE", f"/api/v1/namespaces/{ns}")
+
+
+async def test_node_defaults_and_the_not_ready_taint(raw: Raw) -> None:
+    name = f"node-{uuid.uuid4().hex[:8]}"
+    spec = {"podCIDR": "10.1.0.0/24", "taints": [{"key": "x", "effect": "NoExecute"}]}
+    status, node = await raw.json("POST", "/api/v1/nodes", json={"metadata": {"name": name}, "spec": spec})
+    assert status == 201, node
+    assert node["spec"]["podCIDRs"] == ["10.1.0.0/24"]
+    assert node["spec"]["taints"] == [
+        {"key": "x", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+    ]
+    # the taint comes from admission: the writer owns only the taint it sent
+    owned = node["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]
+    assert set(owned) == {"f:podCIDR", "f:podCIDRs", "f:taints"}
+    assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
+    assert set(node["status"]["nodeInfo"].values()) == {""}
+    merge = {"Content-Type": "application/merge-patch+json"}
+    for cpu, allocatable in (("2", "2"), ("3", "2")):  # allocatable defaults only when unset
+        status, node = await raw.json(
+            "PATCH",
+            f"/api/v1/nodes/{name}/status",
+            json={"status": {"capacity": {"cpu": cpu}}},
+            headers=merge,
+        )
+        assert status == 200, node
+        assert (node["status"]["capacity"], node["status"]["allocatable"]) == (
+            {"cpu": cpu},
+            {"cpu": allocatable},
+        )
+    await raw.status("DELETE", f"/api/v1/nodes/{name}")

@@ -128,8 +128,6 @@ def token_request(
     spec["audiences"] = audiences
     spec["expirationSeconds"] = expiration
     spec.setdefault("boundObjectRef", None)
-    if spec["boundObjectRef"] is None:
-        del spec["boundObjectRef"]
     return {
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",

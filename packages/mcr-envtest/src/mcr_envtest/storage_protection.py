@@ -7,7 +7,8 @@ admission plugin: after field management, so no manager owns it). Once deleted, 
 its finalizer while a scheduled pod that has not finished (phase neither Succeeded nor Failed)
 mounts it, directly or as its generic ephemeral volume; a volume keeps its finalizer while its
 phase is ``Bound``. :func:`releasable` answers that question for the background worker, which
-then drops the finalizer.
+then drops the finalizer. :func:`admit` also adds the one other thing a default admission plugin
+adds on create, a new Node's not-ready taint.
 """
 
 from __future__ import annotations
@@ -23,8 +24,22 @@ FINALIZERS = {PV: "kubernetes.io/pv-protection", PVC: "kubernetes.io/pvc-protect
 _FINISHED = ("Succeeded", "Failed")
 
 
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
 def admit(group_resource: tuple[str, str], obj: dict[str, Any]) -> None:
-    """Append the protection finalizer to a volume or claim being created (once)."""
+    """What default admission plugins add to an object being created, owned by no manager: the
+    protection finalizer of a volume or claim (once), and (TaintNodesByCondition) a new Node's
+    ``node.kubernetes.io/not-ready:NoSchedule`` taint."""
+    if group_resource == ("", "nodes") and isinstance(obj.get("spec", {}), dict):
+        taints = obj.setdefault("spec", {}).get("taints")
+        taints = list(taints) if isinstance(taints, list) else []
+        if not any(
+            isinstance(t, dict) and t.get("key") == NOT_READY["key"] and t.get("effect") == "NoSchedule"
+            for t in taints
+        ):
+            obj["spec"]["taints"] = [*taints, dict(NOT_READY)]
+        return
     finalizer = FINALIZERS.get(group_resource)
     meta = obj.get("metadata")
     if finalizer is None or not isinstance(meta, dict):

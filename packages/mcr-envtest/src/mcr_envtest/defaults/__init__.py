@@ -378,6 +378,7 @@ _BUILTIN: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
     ("", "persistentvolumeclaims"): _persistent_volume_claim,
     ("", "replicationcontrollers"): _rc,
     ("", "endpoints"): wl.default_endpoints,
+    ("", "nodes"): lambda obj, old: wl.default_node(obj),
     ("", "events"): wl.default_event,
     ("events.k8s.io", "events"): wl.default_events_v1,
     ("apps", "deployments"): _deployment,

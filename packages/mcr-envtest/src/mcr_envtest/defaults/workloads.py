@@ -265,7 +265,42 @@ def _service_status(status: Obj) -> None:
             ingress.setdefault("ipMode", "VIP")
 
 
+_NODE_INFO = (
+    "machineID",
+    "systemUUID",
+    "bootID",
+    "kernelVersion",
+    "osImage",
+    "containerRuntimeVersion",
+    "kubeletVersion",
+    "kubeProxyVersion",
+    "operatingSystem",
+    "architecture",
+)
+
+
+def _node_status(status: Obj) -> None:
+    """A Node's status: allocatable defaults to the capacity; the kubelet endpoint and node info
+    structs are always serialised."""
+    if isinstance(status.get("capacity"), dict) and status.get("allocatable") is None:
+        status["allocatable"] = dict(status["capacity"])
+    status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
+    status.setdefault("nodeInfo", dict.fromkeys(_NODE_INFO, ""))
+
+
+def default_node(obj: Obj) -> None:
+    """A Node's spec (``podCIDRs`` from ``podCIDR``) and its always-serialised status."""
+    spec = obj.get("spec")
+    if isinstance(spec, dict) and spec.get("podCIDR") and not spec.get("podCIDRs"):
+        spec["podCIDRs"] = [spec["podCIDR"]]
+    status = obj.get("status")
+    if not isinstance(status, dict):
+        status = obj["status"] = {}
+    _node_status(status)
+
+
 _STATUS = {
+    ("", "nodes"): _node_status,
     ("apps", "statefulsets"): _sts_status,
     ("apps", "daemonsets"): _ds_status,
     ("", "pods"): _pod_status,

@@ -3,6 +3,7 @@ body's type check, ``dryRun``, ``fieldManager``, ``fieldValidation`` and merge p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -11,8 +12,10 @@ import yaml
 from aiohttp import web
 
 from mcr_envtest import errors, go_json, validation
+from mcr_envtest.cel import rules as cel_rules
 from mcr_envtest.resources import BUILTINS, ResourceInfo
 from mcr_envtest.schema import protobuf
+from mcr_envtest.schema.structural import crd_version_schema
 
 from .context import Backend, Ctx
 
@@ -32,6 +35,7 @@ __all__ = [
     "object_body",
     "options_invalid",
     "read_body",
+    "refuse_custom_kind",
     "storage_info",
     "warn",
 ]
@@ -177,7 +181,9 @@ def check_type(ctx: Ctx, body: dict[str, Any]) -> None:
         raise errors.bad_request("metadata must be an object")
     if ctx.subresource in ("scale", "token") or info.plural in REVIEWS:
         return
-    if (av and av != info.api_version) or (kind and kind != info.kind):
+    if info.is_custom and av == info.api_version and isinstance(kind, str) and kind:
+        pass  # another kind of the same group-version: refused by refuse_custom_kind
+    elif (av and av != info.api_version) or (kind and kind != info.kind):
         if isinstance(av, str) and isinstance(kind, str) and av and kind and not info.is_custom:
             raise errors.bad_request(_not_handled(ctx, av, kind))
         raise errors.bad_request(
@@ -339,3 +345,22 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             out[k] = merge_patch(out.get(k), v)
     return out
+
+
+def refuse_custom_kind(api: Backend, ctx: Ctx, info: ResourceInfo, body: dict[str, Any]) -> None:
+    """A custom resource body naming another kind of its group-version is invalid, reported as
+    kube-apiserver's validation reports it under the kind that was sent: the ``kind`` cause,
+    then (the schema is not checked) the causes of the CRD's ``x-kubernetes-validations``
+    rules."""
+    kind = body.get("kind")
+    if not ctx.info.is_custom or not isinstance(kind, str) or not kind or kind == ctx.info.kind:
+        return
+    message = f'Invalid value: "{kind}": must be {ctx.info.kind}'
+    causes = [{"reason": "FieldValueInvalid", "message": message, "field": "kind"}]
+    old = api.store.get(info.group, info.plural, ctx.namespace, ctx.name) if ctx.name else None
+    # nothing is defaulted or pruned for a kind the CRD does not define: the rules see the body
+    trial = {**body, "kind": info.kind, "metadata": dict(body.get("metadata") or {})}
+    schema = crd_version_schema(info.crd, info.version) if info.crd is not None else None
+    causes.extend(cel_rules.causes(schema, trial, old))
+    name = str((body.get("metadata") or {}).get("name") or ctx.name or "")
+    raise errors.invalid(dataclasses.replace(ctx.info, kind=kind), name, causes)

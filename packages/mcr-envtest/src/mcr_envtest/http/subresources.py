@@ -9,6 +9,7 @@ from typing import Any
 import jsonpatch
 from aiohttp import web
 
+from mcr_envtest import _fieldpath as fp
 from mcr_envtest import errors, reviews
 from mcr_envtest.apply import record_update
 from mcr_envtest.resources import ResourceInfo
@@ -192,9 +193,24 @@ async def token(api: Backend, ctx: Ctx) -> web.StreamResponse:
         raise errors.method_not_allowed()
     body = await object_body(ctx)
     sa = _get_or_404(api, ctx)
-    out = reviews.token_request(
-        api.authenticator, ctx.namespace, ctx.name, sa["metadata"].get("uid", ""), body
-    )
+    uid = sa["metadata"].get("uid", "")
+    out = reviews.token_request(api.authenticator, ctx.namespace, ctx.name, uid, body)
+    # kube-apiserver answers with the account's UID and records the writer of the spec it sent
+    meta = out["metadata"]
+    meta["uid"] = uid
+    sent = fp.field_set({"spec": body.get("spec") or {}}, None)
+    if sent:
+        meta["managedFields"] = [
+            {
+                "manager": field_manager(ctx),
+                "operation": "Update",
+                "apiVersion": out["apiVersion"],
+                "time": meta["creationTimestamp"],
+                "fieldsType": "FieldsV1",
+                "fieldsV1": fp.encode(sent),
+                "subresource": "token",
+            }
+        ]
     return json_response(out, 201)
 
 

@@ -35,6 +35,7 @@ from .body import (
     object_body,
     options_invalid,
     read_body,
+    refuse_custom_kind,
     storage_info,
     warn,
 )
@@ -150,6 +151,7 @@ async def _create(api: Backend, ctx: Ctx) -> web.StreamResponse:
     dry = dry_run(ctx)
     warnings = field_validation(ctx, ctx.info, body)
     info = storage_info(api, ctx.info)
+    refuse_custom_kind(api, ctx, info, body)
     manager = field_manager(ctx)
     obj, admitted = await admit_write(
         api,
@@ -168,6 +170,7 @@ async def _update(api: Backend, ctx: Ctx) -> web.StreamResponse:
     dry = dry_run(ctx)
     warnings = field_validation(ctx, ctx.info, body)
     info = storage_info(api, ctx.info)
+    refuse_custom_kind(api, ctx, info, body)
     manager = field_manager(ctx)
 
     def write(b: dict[str, Any], d: bool) -> dict[str, Any]:
