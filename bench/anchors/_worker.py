@@ -12,6 +12,14 @@ Then each ``{"op": "expect", "phase": P, "count": N, "timeout": T, "quiet": Q}``
 passed, or (with Q) no reconcile of P came for Q seconds after the first one since the command.
 Phase ``"*"`` counts every reconcile (the only phase of the no-op reconcile, which does not read
 the object). EOF on stdin stops it.
+
+With ``MCR_ANCHOR_PROFILE_DIR=DIR`` set, each ``expect`` is profiled by py-spy (``MCR_ANCHOR_PYSPY``
+or ``py-spy`` on ``PATH``, run on CPU 0; ``MCR_ANCHOR_PYSPY_ARGS``, by default ``--rate 250
+--nonblocking``: ``--native`` shows C frames but pauses the process for each sample, which
+distorts latency) into ``DIR/mcr-<loop>-<phase>-<pid>.txt`` (collapsed stacks), covering that
+command's wait; the Go program writes its pprof profiles beside them (``bench/go``). With
+``MCR_ANCHOR_SLOW=MS`` the loop runs in asyncio's debug mode and logs to stderr every callback
+that held it longer than ``MS`` milliseconds (debug mode costs CPU: not for figures).
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import gc
 import json
 import math
 import os
+import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -60,6 +70,7 @@ class Recorder:
             done.set()
         cpu = time.process_time()
         diag = _Diagnostics() if os.environ.get("MCR_ANCHOR_DIAG") else None
+        profiler = await _start_profile(phase)
         print(json.dumps({"armed": phase}), flush=True)
         deadline = time.monotonic() + timeout
         complete = False
@@ -83,6 +94,9 @@ class Recorder:
                     break
         finally:
             self._want = None
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)
+                await profiler.wait()
             if diag is not None:
                 print(json.dumps({"phase": phase, **await diag.stop()}), file=sys.stderr, flush=True)
         lat = self.lat.get(phase, [])
@@ -97,6 +111,30 @@ class Recorder:
             "cpu_s": time.process_time() - cpu,
             "rss": rss_bytes(),
         }
+
+
+async def _start_profile(phase: str) -> asyncio.subprocess.Process | None:
+    """py-spy recording this process into ``MCR_ANCHOR_PROFILE_DIR``, or None when it is unset.
+
+    The caller stops it with SIGINT (py-spy then writes its file) and awaits it."""
+    directory = os.environ.get("MCR_ANCHOR_PROFILE_DIR")
+    if not directory:
+        return None
+    spy = os.environ.get("MCR_ANCHOR_PYSPY") or shutil.which("py-spy")
+    if spy is None:
+        raise RuntimeError("MCR_ANCHOR_PROFILE_DIR is set but py-spy is not found (set MCR_ANCHOR_PYSPY)")
+    loop_name = "uvloop" if "uvloop" in type(asyncio.get_running_loop()).__module__ else "asyncio"
+    name = phase.replace("*", "all").replace("/", "_")
+    out = Path(directory) / f"mcr-{loop_name}-{name}-{os.getpid()}.txt"
+    extra = os.environ.get("MCR_ANCHOR_PYSPY_ARGS", "--rate 250 --nonblocking").split()
+    argv = [spy, "record", "--pid", str(os.getpid()), *extra, "--format", "raw", "--output", str(out)]
+    if shutil.which("taskset"):
+        argv = ["taskset", "-c", "0", *argv]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    await asyncio.sleep(0.3)  # attached before the phase's events come
+    return proc
 
 
 class _Diagnostics:
@@ -166,6 +204,14 @@ async def amain(fleet: list[dict[str, Any]], k: int, mode: str, first: bool) -> 
             sent = math.nan
         rec.hit(req.cluster_name, str(data.get("p", "")), sent)
 
+    slow = os.environ.get("MCR_ANCHOR_SLOW")
+    if slow:
+        import logging
+
+        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+        running = asyncio.get_running_loop()
+        running.set_debug(True)
+        running.slow_callback_duration = float(slow) / 1e3
     ctrl = (
         controller_managed_by(mgr)
         .named("bench-anchor")

@@ -80,6 +80,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--kopf-events", type=int, default=None, help="burst events per cluster (20; quick 5)"
     )
     parser.add_argument("--no-uvloop", action="store_true", help="mcr on asyncio only")
+    parser.add_argument("--no-go", action="store_true", help="mcr only (for profiling it; no ratios)")
+    parser.add_argument(
+        "--paced-s", type=float, default=None, help="seconds of the paced modifications per K (3; quick 1)"
+    )
     args, _ = parser.parse_known_args(argv)  # options meant for other benchmarks are ignored
     return args
 
@@ -101,6 +105,8 @@ def _plan(args: argparse.Namespace) -> Plan:
         plan = Plan(**{**plan.__dict__, "counts": tuple(int(k) for k in args.counts.split(","))})
     if args.rounds:
         plan = Plan(**{**plan.__dict__, "rounds": args.rounds})
+    if args.paced_s:
+        plan = Plan(**{**plan.__dict__, "paced_s": args.paced_s})
     return plan
 
 
@@ -236,6 +242,7 @@ def _fleet_point(servers: Child, fleet: Path, subject: Subject, k: int, plan: Pl
         "paced_complete": paced["complete"],
         "paced_p50_ms": paced["p50_ms"],
         "paced_p99_ms": paced["p99_ms"],
+        "paced_cpu_us_per_event": paced["cpu_s"] / max(paced["count"], 1) * 1e6,
         "rss_loaded_mib": burst["rss"] / 2**20,
         "loaded_objects_per_cluster": per + 1,
     }
@@ -353,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     subjects = [Subject("mcr")]
     if not args.no_uvloop:
         subjects.append(Subject("mcr-uvloop", loop="uvloop"))
-    subjects.append(Subject("go", go_binary=binary))
+    if not args.no_go:
+        subjects.append(Subject("go", go_binary=binary))
     env = {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),

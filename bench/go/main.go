@@ -4,7 +4,9 @@
 //
 //	mcr-anchor-go --fleet DIR/fleet.json --clusters K --reconcile noop|get [--first]
 //
-// With MCR_ANCHOR_CPUPROFILE=FILE set, a pprof CPU profile of the whole run is written to FILE.
+// With MCR_ANCHOR_CPUPROFILE=FILE set, a pprof CPU profile of the whole run is written to FILE;
+// with MCR_ANCHOR_PROFILE_DIR=DIR set instead, one profile per expect command, sampled at 500 Hz,
+// is written to DIR/go-<phase>-<pid>.pprof, covering that command's wait.
 //
 // Cluster i is fleet entry i % len(fleet), built with cluster.New from its kubeconfig (its own
 // client, TLS connection and informer) and handed to the clusters provider. The first output
@@ -167,6 +169,9 @@ func (r *recorder) expect(c expectCmd) map[string]any {
 	}
 	r.mu.Unlock()
 	cpu := cpuSeconds()
+	if stop := phaseProfile(c.Phase); stop != nil {
+		defer stop()
+	}
 	emit(map[string]any{"armed": c.Phase})
 	complete := false
 	deadline := time.Now().Add(time.Duration(c.Timeout * float64(time.Second)))
@@ -212,6 +217,28 @@ wait:
 	}
 }
 
+// phaseProfile starts a CPU profile of one expect command when MCR_ANCHOR_PROFILE_DIR is set and
+// returns the function that stops and writes it; nil when the variable is unset.
+func phaseProfile(phase string) func() {
+	dir := os.Getenv("MCR_ANCHOR_PROFILE_DIR")
+	if dir == "" {
+		return nil
+	}
+	name := strings.NewReplacer("*", "all", "/", "_").Replace(phase)
+	f, err := os.Create(fmt.Sprintf("%s/go-%s-%d.pprof", dir, name, os.Getpid()))
+	if err != nil {
+		fail("MCR_ANCHOR_PROFILE_DIR: %v", err)
+	}
+	runtime.SetCPUProfileRate(500)
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fail("MCR_ANCHOR_PROFILE_DIR: %v", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
 func heapInuse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -240,6 +267,9 @@ func main() {
 	flag.Parse()
 	if *mode != "noop" && *mode != "get" {
 		fail("--reconcile must be noop or get, not %q", *mode)
+	}
+	if os.Getenv("MCR_ANCHOR_CPUPROFILE") != "" && os.Getenv("MCR_ANCHOR_PROFILE_DIR") != "" {
+		fail("set MCR_ANCHOR_CPUPROFILE or MCR_ANCHOR_PROFILE_DIR, not both")
 	}
 	if path := os.Getenv("MCR_ANCHOR_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
