@@ -447,3 +447,56 @@ async def test_custom_resource_set_and_map_lists_refuse_duplicates(raw: Raw, ns:
         assert causes(body) == [("FieldValueDuplicate", "spec.items[1]", 'Duplicate value: {"name":"y"}')]
     finally:
         await raw.status("DELETE", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}")
+
+
+_VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+@pytest.mark.parametrize(
+    ("hook", "causes"),
+    [
+        (
+            {"name": "nodots", "clientConfig": {"url": "http://x"}},
+            [
+                (
+                    "webhooks[0].name",
+                    'Invalid value: "nodots": should be a domain with at least three segments separated by '
+                    "dots",
+                ),
+                ("webhooks[0].sideEffects", "Required value: must specify one of None, NoneOnDryRun"),
+                (
+                    "webhooks[0].clientConfig.url",
+                    "Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
+                ),
+                ("webhooks[0].admissionReviewVersions", "Required value: must specify one of v1, v1beta1"),
+            ],
+        ),
+        (
+            {
+                "name": "a.b.c",
+                "sideEffects": "Some",
+                "clientConfig": {},
+                "admissionReviewVersions": ["v9", "v9"],
+            },
+            [
+                (
+                    "webhooks[0].sideEffects",
+                    'Unsupported value: "Some": supported values: "None", "NoneOnDryRun"',
+                ),
+                ("webhooks[0].clientConfig", "Required value: exactly one of url or service is required"),
+                ("webhooks[0].admissionReviewVersions[1]", 'Invalid value: "v9": duplicate version'),
+                (
+                    "webhooks[0].admissionReviewVersions",
+                    'Invalid value: ["v9","v9"]: must include at least one of v1, v1beta1',
+                ),
+            ],
+        ),
+    ],
+)
+async def test_webhook_configuration_validation_order_and_words(
+    raw: Raw, hook: dict[str, Any], causes: list[tuple[str, str]]
+) -> None:
+    body = {"metadata": {"name": f"bad-{uuid.uuid4().hex[:8]}"}, "webhooks": [hook]}
+    status, out = await raw.json("POST", _VWC, json=body)
+    assert (status, out["reason"]) == (422, "Invalid"), out
+    assert [(c["field"], c["message"]) for c in out["details"]["causes"]] == causes

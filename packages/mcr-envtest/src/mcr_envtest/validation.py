@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 
-from . import _builtin_rules, crd_structural, object_rules
+from . import _builtin_rules, crd_structural, object_rules, webhook_rules
 from .cel import rules as cel_rules
 from .schema import builtin
 from .schema.structural import apply_defaults, crd_version_schema, prune_unknown
@@ -259,6 +259,8 @@ def validate_object(
     if info.group == "apiextensions.k8s.io" and info.kind == "CustomResourceDefinition":
         causes.extend(_crd_causes(obj))
         causes.extend(cel_rules.crd_causes(obj))
+    if info.group_resource in webhook_rules.KINDS:  # upstream's words for the webhooks' fields
+        causes = [c for c in causes if not webhook_rules.replaces(c)] + webhook_rules.causes(obj)
     causes.extend(_builtin_rules.causes(info, obj, old))
     if info.group_resource == ("networking.k8s.io", "ingresses"):
         for c in causes:  # upstream says why
