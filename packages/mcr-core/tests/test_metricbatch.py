@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from mcr.metrics.batching import MAX_PASSES, Batch, _Target
+from mcr.metrics.batching import FLUSH_SLICE, MAX_PASSES, Batch, _Target
+from mcr.testing import eventually
 
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 QUEUE_BUCKETS = tuple(10.0**e for e in range(-8, 2))
@@ -239,3 +241,43 @@ def test_counting_into_a_child_without_prometheus_buckets_keeps_each_value() -> 
     assert sorted(child.seen) == [0.25, 0.5, 0.5]
     assert histogram.counted_sum == 0.0
     assert not any(histogram.counts)
+
+
+async def test_a_timed_flush_lets_the_loop_run_between_slices_and_loses_nothing() -> None:
+    registry = CollectorRegistry()
+    family = Counter("sliced", "sliced", ["i"], registry=registry)
+    batch = Batch(interval=0.01)
+    n = 3 * FLUSH_SLICE + 7
+    counters = [batch.counter(family.labels(str(i))) for i in range(n)]
+    for counter in counters:
+        counter.inc()
+
+    def flushed() -> int:
+        return sum(1 for i in range(n) if family.labels(str(i))._value.get() == 1.0)
+
+    # Sample how many reached Prometheus at every loop iteration while the timed flush runs: an
+    # all-at-once flush would only ever show none or all of them.
+    seen: list[int] = []
+    async with asyncio.timeout(10):
+        while not seen or seen[-1] < n:
+            seen.append(flushed())
+            await asyncio.sleep(0)
+    assert any(0 < x < n for x in seen), seen
+    # A value that comes after the flush went out arms the next one; nothing is lost.
+    counters[0].inc(5.0)
+    assert batch.timer is not None
+    await eventually(lambda: family.labels("0")._value.get() == 6.0, timeout=5.0)
+    assert flushed() == n - 1  # counter 0 now holds 6, every other one 1
+
+
+async def test_flush_finishes_a_timed_flush_under_way() -> None:
+    registry = CollectorRegistry()
+    family = Counter("finished", "finished", ["i"], registry=registry)
+    batch = Batch(interval=0.01)
+    n = 2 * FLUSH_SLICE
+    for i in range(n):
+        batch.counter(family.labels(str(i))).inc()
+    await eventually(lambda: family.labels("0")._value.get() == 1.0, timeout=5.0)
+    batch.flush()  # the rest at once, whether the slices had come yet or not
+    assert all(family.labels(str(i))._value.get() == 1.0 for i in range(n))
+    assert batch.timer is None

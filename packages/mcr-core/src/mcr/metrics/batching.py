@@ -2,9 +2,12 @@
 
 prometheus_client takes a lock for every counter increment and histogram bucket, which would be
 most of the queue's cost per item. A :class:`Batch` counts locally and adds
-the totals to the real metric children at most ``interval`` seconds later (one loop timer per
+the totals to the real metric children about ``interval`` seconds later (one loop timer per
 batch, armed only while something is pending), or when :meth:`Batch.flush` is called (on stop,
-on demand). Values seen by a scrape are therefore at most ``interval`` old; nothing is lost.
+on demand). The timer's flush hands the members over :data:`FLUSH_SLICE` at a time, one slice per
+loop iteration, so a batch of thousands of members (a controller's per-cluster series over a large
+fleet) never holds the loop for the whole flush. Values seen by a scrape are therefore about
+``interval`` old (plus the loop iterations of one flush); nothing is lost.
 
 A histogram observation is one ``list.append``: the values are bucketed when flushed, in bulk.
 Most flushes span few buckets (reconciles of a few ms land in the first bucket of
@@ -45,6 +48,9 @@ from operator import ge
 from typing import Any
 
 __all__ = ["Batch", "BatchedCounter", "BatchedHistogram"]
+
+FLUSH_SLICE = 256
+"""Members a timed flush hands to Prometheus in one loop iteration before it lets others run."""
 
 MAX_PASSES = 3
 """Bucket bounds a flush counts values against in one pass each before it sorts them instead."""
@@ -341,7 +347,7 @@ class BatchedHistogram:
 class Batch:
     """A group of batched metric children flushed together."""
 
-    __slots__ = ("interval", "members", "timer")
+    __slots__ = ("_slice", "interval", "members", "timer")
 
     def __init__(self, interval: float = 1.0) -> None:
         self.interval = interval
@@ -350,6 +356,7 @@ class Batch:
         removes, not what stays (a manager disengaging 1000 clusters one by one)."""
         self.timer: asyncio.TimerHandle | bool | None = None
         """The armed flush (``None`` when nothing is pending): hot paths call :meth:`touch` only then."""
+        self._slice: asyncio.Handle | None = None  # the next slice of a timed flush under way
 
     def counter(self, child: Any) -> BatchedCounter:
         c = BatchedCounter(self, child)
@@ -377,16 +384,43 @@ class Batch:
             self.timer = True  # stops members from re-entering touch() during the flush
             self.flush()
             return
-        self.timer = loop.call_later(self.interval, self.flush)
+        self.timer = loop.call_later(self.interval, self._flush_due, loop)
 
     def flush(self) -> None:
-        """Hand every pending value to Prometheus now."""
+        """Hand every pending value to Prometheus now (a timed flush under way ends here)."""
         timer = self.timer
         if isinstance(timer, asyncio.TimerHandle):
             timer.cancel()
+        self._cancel_slices()
         self.timer = True
         try:
             for member in self.members.values():
                 member.flush()
         finally:
             self.timer = None
+
+    def _cancel_slices(self) -> None:
+        if self._slice is not None:
+            self._slice.cancel()
+            self._slice = None
+
+    def _flush_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The timer's flush: the members as they are now, :data:`FLUSH_SLICE` per loop iteration.
+
+        The timer is disarmed first, so a value that comes while the slices run arms the next
+        flush; a timed flush still under way when the next one is due starts over."""
+        self.timer = None
+        self._cancel_slices()
+        self._flush_slice(loop, list(self.members.values()), 0)
+
+    def _flush_slice(
+        self, loop: asyncio.AbstractEventLoop, members: list[BatchedCounter | BatchedHistogram], start: int
+    ) -> None:
+        self._slice = None
+        end = start + FLUSH_SLICE
+        try:
+            for member in members[start:end]:
+                member.flush()  # a member discarded since was flushed then: nothing is pending
+        finally:
+            if end < len(members):
+                self._slice = loop.call_soon(self._flush_slice, loop, members, end)
