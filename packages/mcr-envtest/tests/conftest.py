@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
@@ -81,6 +82,23 @@ class Raw:
 
     async def close(self) -> None:
         await self.session.close()
+
+
+async def workload_namespace(raw: Raw, prefix: str) -> AsyncIterator[str]:
+    """A fresh namespace named ``<prefix>-<random>`` that can hold Pods (deleted afterwards).
+
+    kube-apiserver's ServiceAccount admission needs the ``default`` account, which its controller
+    makes asynchronously (mcr-envtest makes it with the namespace): it is created here too.
+    """
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
+    assert status == 201, body
+    status, body = await raw.json(
+        "POST", f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}
+    )
+    assert status in (201, 409), body
+    yield name
+    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
 
 
 async def crd_served(raw: Raw, crd: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from mcr.testing import eventually
 
-from .conftest import Raw
+from .conftest import Raw, workload_namespace
 
 PV_FIN = "kubernetes.io/pv-protection"
 PVC_FIN = "kubernetes.io/pvc-protection"
@@ -19,16 +19,8 @@ CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"stor
 
 @pytest.fixture
 async def ns(raw: Raw) -> AsyncIterator[str]:
-    name = f"sp-{uuid.uuid4().hex[:8]}"
-    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
-    assert status == 201, body
-    # kube-apiserver's ServiceAccount admission needs the default account (made asynchronously)
-    status, body = await raw.json(
-        "POST", f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}
-    )
-    assert status in (201, 409), body
-    yield name
-    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
+    async for name in workload_namespace(raw, "sp"):
+        yield name
 
 
 async def gone(raw: Raw, path: str) -> bool:

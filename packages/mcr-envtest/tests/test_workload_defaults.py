@@ -3,13 +3,12 @@ other kinds, as controllers read it back (both lanes)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from .conftest import Raw
+from .conftest import Raw, workload_namespace
 
 CONTAINERS = [{"name": "c", "image": "busybox"}]
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -18,17 +17,8 @@ SMP = {"Content-Type": "application/strategic-merge-patch+json"}
 
 @pytest.fixture
 async def ns(raw: Raw) -> AsyncIterator[str]:
-    name = f"wd-{uuid.uuid4().hex[:8]}"
-    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
-    assert status == 201, body
-    # kube-apiserver's ServiceAccount admission needs the default account, which its controller
-    # makes asynchronously; mcr-envtest makes it with the namespace
-    status, body = await raw.json(
-        "POST", f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}
-    )
-    assert status in (201, 409), body
-    yield name
-    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
+    async for name in workload_namespace(raw, "wd"):
+        yield name
 
 
 async def create(raw: Raw, path: str, body: dict[str, Any]) -> dict[str, Any]:
