@@ -143,7 +143,7 @@ async def test_scraped_metrics_move_with_reconciles(apiserver: ServerThread) -> 
                 s = await scrape()
                 return s if successes(s) >= len(existing) else None
 
-            before = await eventually(counted, timeout=15)
+            before = await eventually(counted, timeout=30, interval=0.2)
             for name in ("good-1", "good-2", "bad-1"):
                 body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
                 await t.request(
@@ -157,7 +157,7 @@ async def test_scraped_metrics_move_with_reconciles(apiserver: ServerThread) -> 
                 s = await scrape()
                 return s if successes(s) >= successes(before) + 3 else None
 
-            after = await eventually(moved, timeout=15)
+            after = await eventually(moved, timeout=30, interval=0.2)
             c = {"controller": "metrics-cm"}
             assert _value(after, "controller_runtime_reconcile_total", **c, result="error", cluster="") == 1.0
             assert _value(after, "controller_runtime_reconcile_errors_total", **c, cluster="") == 1.0

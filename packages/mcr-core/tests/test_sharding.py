@@ -205,9 +205,11 @@ async def test_with_leader_election_the_leader_owns_every_cluster(fleet: Any) ->
         "leader_election": True,
         "leader_election_id": "sharded-le",
         "leader_election_namespace": "default",
-        "lease_duration": 2.0,
-        "renew_deadline": 1.5,
-        "retry_period": 0.2,
+        # Client-go's timings: the standby never takes over here, and a loaded machine can take
+        # longer than a short deadline to answer a renewal (test_leader_* cover fast timings).
+        "lease_duration": 15.0,
+        "renew_deadline": 10.0,
+        "retry_period": 0.5,
     }
     a, seen_a = await _replica(host, members, "first", **le)
     task_a = asyncio.create_task(a.start(handle_signals=False))
