@@ -103,10 +103,14 @@ async def test_a_failed_build_reaches_every_waiter_and_is_retried_later(apiserve
     assert isinstance(err, ConfigError)
     assert (err.source, err.context) == ("fleet/c7.kubeconfig", "c7")
     assert "do not match" in str(err)
-    assert (cache.builds, len(cache)) == (1, 0)
+    # The five join one build, unless the build thread fails before the last of them has asked
+    # (a loaded machine): that one starts the retry itself. Never one build per waiter.
+    builds = cache.builds
+    assert 1 <= builds < 5
+    assert len(cache) == 0
     with pytest.raises(ConfigError):
         await cache.get(ca, cert, key, True, source="fleet/c7.kubeconfig", context="c7")
-    assert cache.builds == 2
+    assert cache.builds == builds + 1
 
 
 # --- asyncio's TLS read buffer --------------------------------------------------------------------
