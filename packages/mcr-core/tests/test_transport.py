@@ -14,6 +14,7 @@ import pytest
 from mcr.errors import NotFoundError, TooManyRequestsError, TransportError
 from mcr.metrics import REGISTRY
 from mcr.rest.config import RestConfig
+from mcr.rest.session import TrackingConnector
 from mcr.rest.transport import Transport
 from mcr.testing import eventually
 
@@ -306,12 +307,13 @@ async def test_close_releases_connections_still_being_made(rest_config: RestConf
         for _ in range(yields):
             await asyncio.sleep(0)
         connector = transport.connector
-        if connector is not None and connector.connecting:  # type: ignore[attr-defined]
+        assert connector is None or isinstance(connector, TrackingConnector)
+        if connector is not None and connector.connecting:
             caught_connecting += 1
         await transport.close()
         await asyncio.gather(request, return_exceptions=True)
         if connector is not None:
-            protocols = list(connector.protocols)  # type: ignore[attr-defined]
+            protocols = list(connector.protocols)
             assert all(p.closed is None or p.closed.done() for p in protocols), yields
-            assert not connector.connecting  # type: ignore[attr-defined]
+            assert not connector.connecting
     assert caught_connecting > 0  # some rounds closed the transport mid-connect
