@@ -144,7 +144,7 @@ class _Scanner:
         c = self.peek()
         if first and (c is None or c not in _DIGITS):
             raise self.fail(context)
-        while self.peek() is not None and self.peek() in _DIGITS:  # type: ignore[operator]
+        while self.i < len(self.data) and self.data[self.i] in _DIGITS:
             self.i += 1
 
     def number(self) -> None:
