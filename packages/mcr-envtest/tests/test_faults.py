@@ -4,6 +4,8 @@ restarts with and without state, and the request log."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 import time
 
 import pytest
@@ -96,6 +98,37 @@ def test_restart_keeping_state_same_port() -> None:
             assert core.read_namespaced_config_map("keep", "default").metadata.uid == cm.metadata.uid
         finally:
             close_client(api)
+
+
+def test_stopped_server_holds_its_port() -> None:
+    with ServerThread() as srv:
+        port = srv.port
+        srv.stop()
+        # while down, no other socket may take the port the server comes back on ...
+        other = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            with pytest.raises(OSError, match="in use") as taken:
+                other.bind(("127.0.0.1", port))
+            assert taken.value.errno == errno.EADDRINUSE
+        finally:
+            other.close()
+        # ... and clients are refused, as by a stopped kube-apiserver
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        srv.start()
+        assert srv.port == port
+        api = sync_client(srv.kubeconfig)
+        try:
+            assert client.CoreV1Api(api).read_namespace("default").metadata.name == "default"
+        finally:
+            close_client(api)
+    # closed for good, the port is free again
+    free = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        free.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        free.bind(("127.0.0.1", port))
+    finally:
+        free.close()
 
 
 async def test_restart_losing_state_expires_old_rvs() -> None:

@@ -28,6 +28,7 @@ from .auth import Authenticator, Authorizer, UserInfo
 from .faults import Faults
 from .gc import Collector
 from .http.routes import Api
+from .port_hold import PortHold
 from .real import ControlPlane, RealModeError, Spec, assets_dir, check_options, default_pool
 from .resources import Registry
 from .store import Store
@@ -94,6 +95,8 @@ class Server:
         self.writer: Writer | None = None
         self._collector: Collector | None = None
         self._runner: web.AppRunner | None = None
+        # while stopped, the port stays bound (not listening) for the next start
+        self._port_hold: PortHold | None = None
         self._api: Api | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
         # The server's own files (CA, kubeconfig; the serving key only while the TLS context is
@@ -249,17 +252,22 @@ class Server:
             self._api.make_app(), handle_signals=False, access_log=None, shutdown_timeout=1.0
         )
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner,
-            self.host,
-            self.port,
-            ssl_context=self._ssl_context() if self.https else None,
-            reuse_address=True,
-            backlog=1024,
-        )
+        ssl_context = self._ssl_context() if self.https else None
+        site: web.BaseSite
+        if self._port_hold is not None:
+            sock = self._port_hold.take()
+            self._port_hold = None
+            site = web.SockSite(self._runner, sock, ssl_context=ssl_context, backlog=1024)
+        else:
+            sock = None
+            site = web.TCPSite(
+                self._runner, self.host, self.port, ssl_context=ssl_context, reuse_address=True, backlog=1024
+            )
         try:
             await site.start()
         except OSError:
+            if sock is not None:
+                sock.close()
             await self._runner.cleanup()
             self._runner = None
             raise
@@ -313,7 +321,11 @@ class Server:
         """Stop serving: open watches end cleanly, connections close; state is kept (and saved to
         ``state_dir`` when set). The files the server wrote for itself (:attr:`work_dir`: CA,
         kubeconfig) are removed; a later :meth:`start` writes them again at the same paths.
-        Idempotent."""
+        Until then the port stays bound without listening (connections are refused, and no other
+        socket can take the port), so the next start serves on it again. Idempotent."""
+        await self._stop(keep_port=True)
+
+    async def _stop(self, *, keep_port: bool) -> None:
         if not self.running:
             return
         self.running = False
@@ -335,6 +347,10 @@ class Server:
         if self._runner is not None:
             await self._close_runner(self._runner)
             self._runner = None
+            if keep_port:
+                # without the hold the next start may find the port taken; it then says so
+                with contextlib.suppress(OSError):
+                    self._port_hold = await PortHold.acquire(self.host, self.port)
         if self.state_dir is not None:
             persist.save_state(self.state_dir, self._store.dump())
         self._remove_own_files()
@@ -357,7 +373,10 @@ class Server:
         begins with a fresh control plane."""
         cp, self._cp = self._cp, None
         if cp is None:
-            await self.stop()
+            await self._stop(keep_port=False)
+            if self._port_hold is not None:
+                self._port_hold.release()
+                self._port_hold = None
             return
         assert self._cp_finalizer is not None
         self._cp_finalizer.detach()
