@@ -194,6 +194,46 @@ def test_a_binary_that_fails_quotes_its_log(tmp_path: Path) -> None:
     assert "flag provided but not defined: --oops" in message
 
 
+def _losing_the_port_once(binary: Path, directory: Path) -> tuple[Path, Path]:
+    """A wrapper of ``binary`` whose first run fails as a binary whose port was taken fails; the
+    second path exists once it has."""
+    tried = directory / f"{binary.name}-tried"
+    wrapper = directory / binary.name
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ ! -e "{tried}" ]; then\n'
+        f'  touch "{tried}"\n'
+        "  echo 'listen tcp 127.0.0.1:1: bind: address already in use' >&2\n"
+        "  exit 1\n"
+        "fi\n"
+        f'exec "{binary}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper, tried
+
+
+@needs_real
+@pytest.mark.parametrize("which", ["etcd", "kube-apiserver"])
+def test_a_start_that_lost_its_port_is_tried_again(tmp_path: Path, which: str) -> None:
+    """Ports are chosen free and bound by the binary a moment later; should another socket take
+    one meanwhile, the process starts again on new ports."""
+    real = find()
+    if which == "etcd":
+        wrapper, tried = _losing_the_port_once(real.etcd, tmp_path)
+        bins = type(real)(wrapper, real.apiserver, None)
+    else:
+        wrapper, tried = _losing_the_port_once(real.apiserver, tmp_path)
+        bins = type(real)(real.etcd, wrapper, None)
+    pool = Pool(bins)
+    try:
+        cp = pool.acquire(Spec())
+        assert tried.exists()
+        assert cp.running
+        assert cp.port > 0
+    finally:
+        pool.close()
+
+
 def test_options_a_real_server_cannot_honour_are_named() -> None:
     with pytest.raises(RealModeError, match="history_size"):
         Server(real=True, history_size=20)

@@ -37,7 +37,7 @@ from mcr_envtest import certs, kubeconfig
 
 from .binaries import Binaries
 from .etcd import KV, Entry, Etcd, free_port
-from .procs import Child, ControlPlaneError, spawn
+from .procs import PORT_ATTEMPTS, Child, ControlPlaneError, port_taken, spawn
 from .webhook import Lookup, TokenWebhook
 
 __all__ = ["ControlPlane", "Spec"]
@@ -194,11 +194,20 @@ class ControlPlane:
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 120.0) -> None:
         """Write the files, start both processes, wait until ready and record the baseline."""
-        if self.port:
+        chosen = not self.port
+        if not chosen:
             _check_free(self.port)
-        self.port = self.port or free_port()
-        self._write_files()
-        self.start_processes(timeout)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self.port = self.port or free_port()
+            self._write_files()
+            try:
+                self.start_processes(timeout)
+                break
+            except ControlPlaneError as exc:
+                if not chosen or attempt == PORT_ATTEMPTS or not port_taken(exc):
+                    raise
+                self.stop_processes()
+                self.port = 0
         self._wait(self._bootstrapped, timeout, "kube-controller-manager's default ServiceAccounts")
         self._baseline = self._quiet_keys(timeout)
 

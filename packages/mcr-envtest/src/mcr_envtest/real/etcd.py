@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .procs import Child, ControlPlaneError, spawn
+from .procs import PORT_ATTEMPTS, Child, ControlPlaneError, port_taken, spawn
 
 __all__ = ["KV", "Entry", "Etcd", "free_port"]
 
@@ -137,6 +137,16 @@ class Etcd:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> None:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start(timeout)
+                return
+            except ControlPlaneError as exc:
+                if attempt == PORT_ATTEMPTS or not port_taken(exc):
+                    raise
+                self.stop()
+
+    def _start(self, timeout: float) -> None:
         self.port, peer = free_port(), free_port()
         data = self.directory / "etcd"
         self.child = spawn(

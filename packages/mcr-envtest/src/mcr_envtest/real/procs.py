@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["Child", "ControlPlaneError", "spawn", "tail"]
+__all__ = ["PORT_ATTEMPTS", "Child", "ControlPlaneError", "port_taken", "spawn", "tail"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -30,6 +30,16 @@ _PR_SET_PDEATHSIG = 1
 class ControlPlaneError(RuntimeError):
     """A real control-plane process could not be started or served nothing; the message names the
     binary and quotes the end of its log."""
+
+
+# Ports are chosen free and handed to a binary that binds them a moment later; on a busy machine
+# another socket can take one meanwhile. A start that lost that race is tried again on new ports.
+PORT_ATTEMPTS = 3
+
+
+def port_taken(exc: ControlPlaneError) -> bool:
+    """Whether the process ``exc`` reports exited because a port given to it was in use."""
+    return "address already in use" in str(exc)
 
 
 def tail(path: Path, lines: int = 15) -> str:
