@@ -17,11 +17,11 @@ import argparse
 import asyncio
 import json
 import ssl
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.multicluster._proc import serve_commands
 from mcr_envtest import Fleet
 from mcr_envtest.real import AssetsError, ControlPlaneError, RealModeError
 
@@ -132,13 +132,7 @@ async def serve(directory: Path) -> None:
         try:
             await writer._send("POST", "/api/v1/namespaces", {"metadata": {"name": NS}}, "application/json")
             print(json.dumps({"ready": 1, "start_s": time.perf_counter() - start}), flush=True)
-            loop = asyncio.get_running_loop()
-            while True:
-                line = await loop.run_in_executor(None, sys.stdin.readline)
-                if not line:
-                    return
-                if line.strip():
-                    print(json.dumps(await writer.handle(json.loads(line))), flush=True)
+            await serve_commands(writer.handle)
         finally:
             await writer.close()
     finally:

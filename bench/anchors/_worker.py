@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.multicluster._proc import command_of, serve_commands
 from bench.multicluster._worker import percentile, rss_bytes
 
 
@@ -253,26 +254,15 @@ async def amain(fleet: list[dict[str, Any]], k: int, mode: str, first: bool) -> 
             "rss1": rss_bytes(),
         }
         print(json.dumps(info), flush=True)
-        loop = asyncio.get_running_loop()
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                return
-            if not line.strip():
-                continue
-            cmd = json.loads(line)
-            if cmd.get("op") != "expect":
-                raise ValueError(f"unknown command {cmd!r}")
+
+        async def expect(cmd: dict[str, Any]) -> dict[str, Any]:
+            command_of(cmd, "expect")
             reply = await rec.expect(cmd["phase"], cmd["count"], cmd["timeout"], cmd.get("quiet"))
-            print(
-                json.dumps(
-                    {
-                        k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                        for k, v in reply.items()
-                    }
-                ),
-                flush=True,
-            )
+            return {
+                k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in reply.items()
+            }
+
+        await serve_commands(expect)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

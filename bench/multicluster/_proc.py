@@ -1,13 +1,16 @@
-"""Child processes that talk one JSON line per message over stdin/stdout, pinned to a CPU."""
+"""Child processes that talk one JSON line per message over stdin/stdout, pinned to a CPU: the
+parent's side (:class:`Child`) and the child's (:func:`serve_commands`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
@@ -55,3 +58,22 @@ class Child:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+async def serve_commands(handle: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> None:
+    """The child's side: answer each JSON command read from stdin with ``handle``'s reply, one JSON
+    line on stdout, until stdin closes (the parent's signal to stop); blank lines are skipped."""
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        if line.strip():
+            print(json.dumps(await handle(json.loads(line))), flush=True)
+
+
+def command_of(cmd: dict[str, Any], op: str) -> dict[str, Any]:
+    """``cmd`` itself when its ``op`` is ``op``; ``ValueError`` naming it otherwise."""
+    if cmd.get("op") != op:
+        raise ValueError(f"unknown command {cmd!r}")
+    return cmd

@@ -32,12 +32,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.multicluster._proc import serve_commands
 from mcr_envtest import Fleet
 
 NS = "bench"
@@ -159,15 +159,7 @@ async def serve(n: int, directory: Path) -> None:
         (directory / "fleet.json").write_text(json.dumps(info))
         print(json.dumps({"ready": n, "start_s": time.perf_counter() - start}), flush=True)
         host = Host(fleet)
-        loop = asyncio.get_running_loop()
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                return
-            if not line.strip():
-                continue
-            reply = await host.handle(json.loads(line))
-            print(json.dumps(reply), flush=True)
+        await serve_commands(host.handle)
     finally:
         await fleet.stop()
 

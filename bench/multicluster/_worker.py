@@ -28,10 +28,11 @@ import gc
 import json
 import os
 import ssl
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.multicluster._proc import command_of, serve_commands
 
 NS = "bench"
 
@@ -281,17 +282,13 @@ async def amain(mode: str, k: int, directory: Path) -> None:
     else:
         task, info = await run_floor(entries, rec)
     print(json.dumps({"engaged": k, **info}), flush=True)
-    loop = asyncio.get_running_loop()
+
+    async def expect(cmd: dict[str, Any]) -> dict[str, Any]:
+        command_of(cmd, "expect")
+        return await rec.expect(cmd["phase"], cmd["count"], cmd["timeout"])
+
     try:
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                return
-            cmd = json.loads(line)
-            if cmd["op"] != "expect":
-                raise ValueError(f"unknown command {cmd!r}")
-            reply = await rec.expect(cmd["phase"], cmd["count"], cmd["timeout"])
-            print(json.dumps(reply), flush=True)
+        await serve_commands(expect)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

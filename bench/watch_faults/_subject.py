@@ -24,10 +24,10 @@ import argparse
 import asyncio
 import json
 import ssl
-import sys
 import time
 from typing import Any
 
+from bench.multicluster._proc import command_of, serve_commands
 from bench.multicluster._worker import Recorder
 
 
@@ -167,16 +167,12 @@ async def amain(args: argparse.Namespace) -> None:
     else:
         task = await run_floor(args.url, args.token, args.ca, seen)
     print(json.dumps({"ready": args.mode}), flush=True)
-    loop = asyncio.get_running_loop()
+
+    async def settle(cmd: dict[str, Any]) -> dict[str, Any]:
+        return await seen.settle(command_of(cmd, "settle"))
+
     try:
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                return
-            cmd = json.loads(line)
-            if cmd.get("op") != "settle":
-                raise ValueError(f"unknown command {cmd!r}")
-            print(json.dumps(await seen.settle(cmd)), flush=True)
+        await serve_commands(settle)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
