@@ -1,5 +1,6 @@
 """Background controllers: ownerReference garbage collection, namespace termination, CRD cleanup,
-ClusterRole aggregation, PersistentVolume and claim protection.
+ClusterRole aggregation, PersistentVolume and claim protection, the ``kube-root-ca.crt`` ConfigMap
+of every namespace (when given the CA).
 
 The :class:`Collector` listens to every committed store event and queues work; a single task
 drains the queue in the server's loop. ``owner_gc=False`` switches ownerReference collection off
@@ -14,7 +15,7 @@ import contextlib
 import logging
 from typing import Any
 
-from . import errors, storage_protection
+from . import errors, root_ca, storage_protection
 from .resources import ResourceInfo
 from .schema.default_roles import labels_match
 from .store import Event
@@ -34,8 +35,9 @@ Work = tuple[str, Any]
 class Collector:
     """Queue-driven cleanup; :meth:`start` spawns the worker, :meth:`stop` cancels and awaits it."""
 
-    def __init__(self, writer: Writer, *, owner_gc: bool = True) -> None:
+    def __init__(self, writer: Writer, *, owner_gc: bool = True, root_ca: str | None = None) -> None:
         self.writer = writer
+        self.root_ca = root_ca
         self.store = writer.store
         self.registry = writer.registry
         self.owner_gc = owner_gc
@@ -54,6 +56,8 @@ class Collector:
         for ns in self.store.list_objects("", "namespaces"):
             if ns["metadata"].get("deletionTimestamp"):
                 self._put(("ns", ns["metadata"]["name"]))
+        for ns in self.store.list_objects("", "namespaces"):
+            self._put(("rootca", ns["metadata"]["name"]))
         for crd in self.store.list_objects(*CRD_GR):
             if crd["metadata"].get("deletionTimestamp"):
                 self._put(("crd", crd["metadata"]["name"]))
@@ -86,6 +90,10 @@ class Collector:
             before = ((ev.prev or {}).get("metadata") or {}).get("labels") or {}
             labels = (before, meta.get("labels") or {})
             self._put(("agg", (ev.name, tuple(tuple(sorted(ls.items())) for ls in labels))))
+        if (gr == ("", "namespaces") and ev.type == "ADDED") or (
+            gr == ("", "configmaps") and ev.name == root_ca.NAME
+        ):
+            self._put(("rootca", ev.namespace or ev.name))
         if gr == ("", "pods"):
             for pod in (ev.obj, ev.prev or {}):
                 for claim in storage_protection.claims_of_pod(pod):
@@ -160,6 +168,9 @@ class Collector:
             self._crd(arg)
         elif kind == "agg":
             self._aggregate(arg)
+        elif kind == "rootca":
+            if self.root_ca is not None:
+                root_ca.publish(self.writer, arg, self.root_ca)
         elif kind == "owners":
             self._check_owners(arg)
         elif kind == "protect":

@@ -159,7 +159,7 @@ class Server:
         self._store = Store(self.history_size)
         self.registry = Registry()
         self.writer = Writer(self._store, self.registry)
-        self._collector = Collector(self.writer, owner_gc=self.owner_gc)
+        self._collector = Collector(self.writer, owner_gc=self.owner_gc, root_ca=self._ca.cert_pem.decode())
         self.writer.on_crd_removed.append(self._on_crd_removed)
         loaded = persist.load_state(self.state_dir) if self.state_dir is not None else None
         if loaded is not None:
