@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -143,6 +144,13 @@ async def test_stop_and_start_keep_objects_and_port() -> None:
         await srv.stop()
         with pytest.raises(ConnectionRefusedError):
             await asyncio.open_connection("127.0.0.1", port)
+        # while kube-apiserver is down no other socket may take the port it comes back on
+        other = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            with pytest.raises(OSError, match="in use"):
+                other.bind(("127.0.0.1", port))
+        finally:
+            other.close()
         await srv.start()
         assert srv.port == port
         raw = Raw(srv)

@@ -36,8 +36,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from mcr_envtest import certs, kubeconfig
 
 from .binaries import Binaries
-from .etcd import KV, Entry, Etcd, free_port
-from .procs import PORT_ATTEMPTS, Child, ControlPlaneError, port_taken, spawn
+from .etcd import KV, Entry, Etcd
+from .procs import PORT_ATTEMPTS, Child, ControlPlaneError, port_taken, reserve_port, spawn
 from .webhook import Lookup, TokenWebhook
 
 __all__ = ["ControlPlane", "Spec"]
@@ -91,6 +91,8 @@ class ControlPlane:
         self.directory = directory
         self.prefix = f"/{name}"
         self.port = spec.port
+        # the port stays reserved until destroy(), through restarts: see reserve_port
+        self._reserved: socket.socket | None = None
         self.apiserver: Child | None = None
         self.controller_manager: Child | None = None
         self.ready_seconds = 0.0
@@ -198,7 +200,7 @@ class ControlPlane:
         if not chosen:
             _check_free(self.port)
         for attempt in range(1, PORT_ATTEMPTS + 1):
-            self.port = self.port or free_port()
+            self._reserve()
             self._write_files()
             try:
                 self.start_processes(timeout)
@@ -207,9 +209,20 @@ class ControlPlane:
                 if not chosen or attempt == PORT_ATTEMPTS or not port_taken(exc):
                     raise
                 self.stop_processes()
+                self._release()
                 self.port = 0
         self._wait(self._bootstrapped, timeout, "kube-controller-manager's default ServiceAccounts")
         self._baseline = self._quiet_keys(timeout)
+
+    def _reserve(self) -> None:
+        if self._reserved is None:
+            self._reserved = reserve_port(self.port)
+            self.port = int(self._reserved.getsockname()[1])
+
+    def _release(self) -> None:
+        if self._reserved is not None:
+            self._reserved.close()
+            self._reserved = None
 
     def _quiet_keys(self, timeout: float) -> dict[bytes, Entry]:
         """The keys under the prefix once kube-controller-manager's start-up writes (such as the
@@ -264,12 +277,17 @@ class ControlPlane:
         """Authenticate run-time bearer tokens with ``lookup`` (None: with nobody)."""
         self.webhook.bind(self.name, lookup)
 
-    def destroy(self) -> None:
-        """Kill both processes and delete the control plane's keys (idempotent)."""
-        self.bind(None)
+    def kill(self) -> None:
+        """Kill both processes and give the port up; the objects stay in etcd (idempotent)."""
         for child in self.children():
             child.kill()
         self.controller_manager = self.apiserver = None
+        self._release()
+
+    def destroy(self) -> None:
+        """Kill both processes, give the port up and delete the control plane's keys (idempotent)."""
+        self.bind(None)
+        self.kill()
         if self.etcd.kv is not None and self.etcd.child is not None and self.etcd.child.alive():
             self.etcd.kv.delete_prefix(self.prefix.encode() + b"/")
 

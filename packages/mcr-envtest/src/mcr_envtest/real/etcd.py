@@ -18,18 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .procs import PORT_ATTEMPTS, Child, ControlPlaneError, port_taken, spawn
+from .procs import PORT_ATTEMPTS, Child, ControlPlaneError, port_taken, reserve_port, spawn
 
-__all__ = ["KV", "Entry", "Etcd", "free_port"]
+__all__ = ["KV", "Entry", "Etcd"]
 
 _TXN_OPS = 128  # etcd's default --max-txn-ops
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _b64(data: bytes) -> str:
@@ -131,6 +124,7 @@ class Etcd:
         self.port = 0
         self.child: Child | None = None
         self.kv: KV | None = None
+        self._ports: list[socket.socket] = []
 
     @property
     def url(self) -> str:
@@ -147,7 +141,9 @@ class Etcd:
                 self.stop()
 
     def _start(self, timeout: float) -> None:
-        self.port, peer = free_port(), free_port()
+        self._release_ports()
+        self._ports = [reserve_port(), reserve_port()]  # held while etcd runs: see reserve_port
+        self.port, peer = (int(s.getsockname()[1]) for s in self._ports)
         data = self.directory / "etcd"
         self.child = spawn(
             "etcd",
@@ -186,4 +182,10 @@ class Etcd:
         if self.child is not None:
             self.child.stop(5.0)
             self.child = None
+        self._release_ports()
         shutil.rmtree(self.directory / "etcd", ignore_errors=True)
+
+    def _release_ports(self) -> None:
+        for sock in self._ports:
+            sock.close()
+        self._ports = []

@@ -174,8 +174,7 @@ class Pool:
             self._cond.notify_all()
         self._resets.put(None)
         for cp in cps:
-            for child in cp.children():
-                child.kill()
+            cp.kill()
         if self._webhook is not None:
             self._webhook.close()
         if self._etcd is not None:

@@ -15,6 +15,7 @@ import ctypes.util
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["PORT_ATTEMPTS", "Child", "ControlPlaneError", "port_taken", "spawn", "tail"]
+__all__ = ["PORT_ATTEMPTS", "Child", "ControlPlaneError", "port_taken", "reserve_port", "spawn", "tail"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -32,9 +33,27 @@ class ControlPlaneError(RuntimeError):
     binary and quotes the end of its log."""
 
 
-# Ports are chosen free and handed to a binary that binds them a moment later; on a busy machine
-# another socket can take one meanwhile. A start that lost that race is tried again on new ports.
+# A port handed to a binary is reserved (see reserve_port) for as long as the binary may listen on
+# it. Should a start still find its port taken, it is tried again on new ports.
 PORT_ATTEMPTS = 3
+
+
+def reserve_port(port: int = 0) -> socket.socket:
+    """A socket bound to 127.0.0.1:``port`` (0: a free port) with ``SO_REUSEADDR``, not listening.
+
+    While it is open no other socket can take the port (another process's outgoing connection
+    included), yet a binary that binds the port with ``SO_REUSEADDR``, as every Go listener does,
+    listens on it beside this socket; connections are refused while none listens. The caller owns
+    the socket and closes it once the port is no longer the binary's.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def port_taken(exc: ControlPlaneError) -> bool:
