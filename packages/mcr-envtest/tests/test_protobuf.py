@@ -305,6 +305,17 @@ _ADMITTED = {
     ("batch", "jobs"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
 }
+# Kinds served at more than one version whose other versions need a body of their own.
+VERSION_SAMPLES: dict[tuple[str, str, str], dict[str, Any]] = {
+    ("autoscaling", "v1", "horizontalpodautoscalers"): {
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 2,
+            "maxReplicas": 5,
+            "targetCPUUtilizationPercentage": 70,
+        }
+    },
+}
 _ENVTEST_ONLY = pytest.mark.envtest_only(
     "kube-apiserver's admission and controllers change this kind between two creates"
 )
@@ -325,7 +336,7 @@ async def test_protobuf_body_of_every_builtin_kind(raw: Raw, info: Any) -> None:
     reviews = "create" in info.verbs and "get" not in info.verbs
 
     def body(name: str) -> dict[str, Any]:
-        b = copy.deepcopy(SAMPLES[key])
+        b = copy.deepcopy(VERSION_SAMPLES.get((info.group, info.version, info.plural), SAMPLES[key]))
         if key not in NAMELESS:
             b["metadata"] = {**b.get("metadata", {}), "name": name}
         return {"apiVersion": info.api_version, "kind": info.kind, **b}

@@ -110,6 +110,7 @@ def _resource_entry(info: ResourceInfo) -> dict[str, Any]:
 _BUILTIN_STORAGE: dict[tuple[str, str], tuple[str, str]] = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): ("apiextensions.k8s.io", "v1beta1"),
     ("events.k8s.io", "events"): ("", "v1"),
+    ("autoscaling", "horizontalpodautoscalers"): ("autoscaling", "v2"),
 }
 
 # The order kube-apiserver lists a custom resource's verbs in.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = ["ALL_VERBS", "Registry", "ResourceInfo", "deprecation_warning"]
@@ -174,6 +174,18 @@ BUILTINS: tuple[ResourceInfo, ...] = (
         categories=ALL,
         sub=STATUS,
         model="V2HorizontalPodAutoscaler",
+    ),
+    replace(
+        _b(
+            "autoscaling",
+            "v1",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            short=("hpa",),
+            categories=ALL,
+            sub=STATUS,
+        ),
+        storage_version=False,  # stored at v2, converted (hpa_conversion)
     ),
     _b("batch", "v1", "Job", "jobs", categories=ALL, sub=STATUS),
     _b("batch", "v1", "CronJob", "cronjobs", short=("cj",), categories=ALL, sub=STATUS),

@@ -212,9 +212,33 @@ def default_replication_controller(spec: Obj, obj: Obj, old: Obj) -> None:
         obj["status"] = dict(old.get("status") or {"replicas": 0})
 
 
+# autoscaling/v2 scaling rules' defaults: (stabilizationWindowSeconds, policies)
+_HPA_RULES: dict[str, tuple[int, list[Obj]]] = {
+    "scaleUp": (
+        0,
+        [
+            {"type": "Pods", "value": 4, "periodSeconds": 15},
+            {"type": "Percent", "value": 100, "periodSeconds": 15},
+        ],
+    ),
+    "scaleDown": (300, [{"type": "Percent", "value": 100, "periodSeconds": 15}]),
+}
+
+
 def default_hpa(spec: Obj, obj: Obj, old: Obj) -> None:
     if not isinstance(obj.get("status"), dict):
         obj["status"] = dict(old.get("status") or {"desiredReplicas": 0, "currentMetrics": None})
+    behavior = spec.get("behavior")
+    if not isinstance(behavior, dict):
+        return
+    for direction, (window, policies) in _HPA_RULES.items():
+        rules = behavior.get(direction)
+        if not isinstance(rules, dict):
+            rules = behavior[direction] = {}
+        rules.setdefault("stabilizationWindowSeconds", window)
+        rules.setdefault("selectPolicy", "Max")
+        if not rules.get("policies"):
+            rules["policies"] = [dict(p) for p in policies]
 
 
 def default_endpoints(obj: Obj, old: Obj) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from mcr_envtest import errors, table
+from mcr_envtest import errors, hpa_conversion, table
 from mcr_envtest.schema.protobuf_encode import encode_object
 
 from .context import PROTOBUF, Ctx, json_response, protobuf_response
@@ -87,6 +87,8 @@ def prefers_protobuf(accept: str) -> bool:
 
 def convert(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
     """The object as served at the request's version (None conversion for CRDs)."""
+    if ctx.info.group_resource == hpa_conversion.RESOURCE:
+        return hpa_conversion.convert(obj, ctx.info.api_version)
     if obj.get("apiVersion") != ctx.info.api_version:
         obj = dict(obj)
         obj["apiVersion"] = ctx.info.api_version

@@ -10,7 +10,7 @@ import jsonpatch
 from aiohttp import web
 
 from mcr_envtest import apply as applymod
-from mcr_envtest import errors, strategic
+from mcr_envtest import errors, hpa_conversion, strategic
 from mcr_envtest.cel import rules as cel_rules
 from mcr_envtest.resources import ResourceInfo
 from mcr_envtest.schema.structural import undeclared_field
@@ -265,7 +265,8 @@ async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
         new["metadata"] = {}
     new["apiVersion"] = ctx.info.api_version if converting else info.api_version
     new["kind"] = info.kind
-    warnings = field_validation(ctx, info, new)
+    # a built-in kind converted here is checked against the request version's schema
+    warnings = field_validation(ctx, ctx.info if converting and not info.is_custom else info, new)
     manager = field_manager(ctx)
 
     def write(b: dict[str, Any], d: bool) -> dict[str, Any]:
@@ -307,6 +308,9 @@ async def _apply(
         group, _, version = av.rpartition("/")  # upstream prints the GroupVersionKind
         raise errors.bad_request(f"invalid object type: {group}/{version}, Kind={kind}")
     check_type(ctx, patch)
+    if info.group_resource == hpa_conversion.RESOURCE and ctx.info.api_version != info.api_version:
+        # applied at the storage version, as kube-apiserver applies to the converted object
+        patch = hpa_conversion.convert({**patch, "apiVersion": ctx.info.api_version}, info.api_version)
     meta = patch.get("metadata") or {}
     if meta.get("name") and meta["name"] != ctx.name:
         raise errors.bad_request(
