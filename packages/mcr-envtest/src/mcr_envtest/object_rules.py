@@ -148,16 +148,14 @@ def _lease(obj: Obj, old: Obj | None) -> list[Cause]:
     return []
 
 
-def _event(obj: Obj, old: Obj | None) -> list[Cause]:
-    involved = _at(obj, "involvedObject", "namespace")
-    namespace = _at(obj, "metadata", "namespace")
-    if (
-        isinstance(involved, str)
-        and involved
-        and isinstance(namespace, str)
-        and namespace
-        and involved != namespace
-    ):
+def _event(obj: Obj, old: Obj | None, involved_key: str = "involvedObject") -> list[Cause]:
+    """The object an Event is about is in the Event's namespace (an empty one only in ``default``)."""
+    involved = _at(obj, involved_key, "namespace") or ""
+    namespace = _at(obj, "metadata", "namespace") or ""
+    if not isinstance(involved, str) or not isinstance(namespace, str):
+        return []
+    mismatch = namespace not in ("", "default") if not involved else bool(namespace) and involved != namespace
+    if mismatch:
         return [
             _cause(
                 "FieldValueInvalid",
@@ -166,6 +164,28 @@ def _event(obj: Obj, old: Obj | None) -> list[Cause]:
             )
         ]
     return []
+
+
+# events.k8s.io/v1's deprecated fields and the core names upstream's causes give them
+_DEPRECATED_EVENT_FIELDS = (
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("deprecatedSource", "source"),
+)
+
+
+def _events_v1(obj: Obj, old: Obj | None) -> list[Cause]:
+    """An events.k8s.io/v1 Event is about an object of its namespace, and may not be created
+    with the deprecated core fields."""
+    causes = _event(obj, old, "regarding")
+    if old is None:
+        causes += [
+            _cause("FieldValueInvalid", 'Invalid value: "": needs to be unset', name)
+            for key, name in _DEPRECATED_EVENT_FIELDS
+            if obj.get(key)
+        ]
+    return causes
 
 
 _SUBJECT_KINDS = ("ServiceAccount", "User", "Group")
@@ -363,6 +383,7 @@ def _disruption_budget(obj: Obj, old: Obj | None) -> list[Cause]:
 RULES: dict[tuple[str, str], Rule] = {
     ("coordination.k8s.io", "leases"): _lease,
     ("", "events"): _event,
+    ("events.k8s.io", "events"): _events_v1,
     ("rbac.authorization.k8s.io", "rolebindings"): _binding,
     ("rbac.authorization.k8s.io", "clusterrolebindings"): _binding,
     ("rbac.authorization.k8s.io", "roles"): _role,

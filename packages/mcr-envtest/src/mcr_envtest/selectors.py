@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from . import errors, label_selector
+from . import errors, event_conversion, label_selector
 from .resources import ResourceInfo
 
 __all__ = ["Selector", "parse_field_selector", "parse_label_selector"]
@@ -130,7 +130,17 @@ TYPE_FIELDS: dict[tuple[str, str], frozenset[str]] = {
 }
 
 
+# Event fields of one API only: an Event stored through the other API is read converted
+_CORE_EVENT_FIELDS = ("involvedObject.", "reportingComponent", "source")
+_EVENTS_V1_FIELDS = ("regarding.", "reportingController")
+
+
 def _field_value(obj: dict[str, Any], path: str) -> str:
+    if obj.get("kind") == "Event":
+        if path.startswith(_CORE_EVENT_FIELDS):
+            obj = event_conversion.convert(obj, event_conversion.CORE)
+        elif path.startswith(_EVENTS_V1_FIELDS):
+            obj = event_conversion.convert(obj, event_conversion.EVENTS)
     if path == "source" and "source" in obj and isinstance(obj["source"], dict):
         return str(obj["source"].get("component", ""))
     cur: Any = obj

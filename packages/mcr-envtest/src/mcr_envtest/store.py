@@ -42,6 +42,15 @@ __all__ = ["Event", "ListSnapshot", "Store", "Watcher"]
 Key = tuple[str, str]  # (group, resource)
 ObjKey = tuple[str, str, str, str]  # (group, resource, namespace, name)
 
+# Resources kept in another resource's storage, as kube-apiserver keeps events.k8s.io Events with
+# the core ones: the store answers for both under the storage key.
+STORAGE_ALIASES: dict[Key, Key] = {("events.k8s.io", "events"): ("", "events")}
+
+
+def storage_key(group: str, resource: str) -> Key:
+    """The (group, resource) a resource's objects are stored and watched under."""
+    return STORAGE_ALIASES.get((group, resource), (group, resource))
+
 
 def seed_resource_version() -> int:
     """A starting RV above any RV a previous, state-losing run could have handed out.
@@ -172,11 +181,13 @@ class Store:
     # ----------------------------------------------------------------- reads
     def get(self, group: str, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The stored object, or None. Do not mutate it."""
+        group, resource = storage_key(group, resource)
         entry = self._objects.get((group, resource), {}).get(namespace, {}).get(name)
         return entry[0] if entry else None
 
     def get_raw(self, group: str, resource: str, namespace: str, name: str) -> bytes | None:
         """The stored object's JSON bytes, or None."""
+        group, resource = storage_key(group, resource)
         entry = self._objects.get((group, resource), {}).get(namespace, {}).get(name)
         return entry[1] if entry else None
 
@@ -188,6 +199,7 @@ class Store:
         self, group: str, resource: str, namespace: str | None = None
     ) -> list[tuple[dict[str, Any], bytes]]:
         """Like :meth:`list_objects` with each object's encoded JSON."""
+        group, resource = storage_key(group, resource)
         by_ns = self._objects.get((group, resource), {})
         out: list[tuple[dict[str, Any], bytes]] = []
         namespaces = [namespace] if namespace is not None else sorted(by_ns)
@@ -199,6 +211,7 @@ class Store:
 
     def count(self, group: str, resource: str, namespace: str | None = None) -> int:
         """Number of stored objects of a resource (in one namespace when given)."""
+        group, resource = storage_key(group, resource)
         by_ns = self._objects.get((group, resource), {})
         if namespace is not None:
             return len(by_ns.get(namespace, {}))
@@ -232,6 +245,7 @@ class Store:
         """
         if rv < self.floor:
             raise errors.expired(f"too old resource version: {rv} ({self.floor})")
+        group, resource = storage_key(group, resource)
         current: dict[tuple[str, str], tuple[dict[str, Any], bytes | None]] = {
             (e[0]["metadata"].get("namespace", ""), e[0]["metadata"]["name"]): e
             for e in self.list_entries(group, resource, namespace)
@@ -290,6 +304,7 @@ class Store:
         JSON exceeds :attr:`max_object_bytes` raises StatusError 500 ("etcdserver: request is too
         large") and changes nothing.
         """
+        group, resource = storage_key(group, resource)
         meta = obj["metadata"]
         ns = meta.get("namespace", "")
         name = meta["name"]
@@ -322,6 +337,7 @@ class Store:
 
     def remove(self, group: str, resource: str, namespace: str, name: str) -> Event | None:
         """Delete an object at the next RV; returns the DELETED event (None if absent)."""
+        group, resource = storage_key(group, resource)
         items = self._objects.get((group, resource), {}).get(namespace)
         if not items or name not in items:
             return None
@@ -377,6 +393,7 @@ class Store:
         """
         if since is not None and since < self.floor:
             raise errors.expired(f"too old resource version: {since} ({self.floor})")
+        group, resource = storage_key(group, resource)
         w = Watcher(self, (group, resource), self.max_watch_pending)
         self._watchers.setdefault((group, resource), set()).add(w)
         backlog: list[Event] = []
@@ -402,6 +419,7 @@ class Store:
 
     def close_watchers(self, key: Key | None = None) -> int:
         """Close every watcher (of one resource when ``key`` is given); returns how many."""
+        key = None if key is None else storage_key(*key)
         targets = [w for k, ws in self._watchers.items() if key is None or k == key for w in ws]
         for w in targets:
             w.close()

@@ -17,6 +17,7 @@ from . import apply as applymod
 from . import defaults, errors, storage_protection, validation
 from .resources import GENERATION_TRACKED, Registry, ResourceInfo, crd_resource_infos
 from .store import Store
+from .version_conversion import converter_for
 from .write_rules import (
     content,
     decode_error,
@@ -249,6 +250,9 @@ class Writer:
         old = self.store.get(info.group, info.plural, namespace, name)
         if old is None:
             raise errors.not_found(info, name)
+        convert = converter_for(info.group_resource)
+        if convert is not None:  # stored through another version or API of the resource
+            old = convert(old, info.api_version)
         if not isinstance(body, dict):
             raise errors.bad_request("the body of an update must be a JSON object")
         meta = body.get("metadata")

@@ -8,8 +8,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from mcr_envtest import errors, hpa_conversion, table
+from mcr_envtest import errors, table
 from mcr_envtest.schema.protobuf_encode import encode_object
+from mcr_envtest.version_conversion import converter_for
 
 from .context import PROTOBUF, Ctx, json_response, protobuf_response
 
@@ -87,8 +88,9 @@ def prefers_protobuf(accept: str) -> bool:
 
 def convert(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
     """The object as served at the request's version (None conversion for CRDs)."""
-    if ctx.info.group_resource == hpa_conversion.RESOURCE:
-        return hpa_conversion.convert(obj, ctx.info.api_version)
+    builtin = converter_for(ctx.info.group_resource)
+    if builtin is not None:
+        return builtin(obj, ctx.info.api_version)
     if obj.get("apiVersion") != ctx.info.api_version:
         obj = dict(obj)
         obj["apiVersion"] = ctx.info.api_version
@@ -96,7 +98,7 @@ def convert(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def needs_convert(ctx: Ctx) -> bool:
-    return not ctx.info.storage_version
+    return not ctx.info.storage_version or converter_for(ctx.info.group_resource) is not None
 
 
 def partial_metadata(obj: dict[str, Any]) -> dict[str, Any]:

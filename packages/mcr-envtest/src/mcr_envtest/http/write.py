@@ -15,6 +15,7 @@ from mcr_envtest.cel import rules as cel_rules
 from mcr_envtest.resources import ResourceInfo
 from mcr_envtest.schema.structural import undeclared_field
 from mcr_envtest.selectors import parse_field_selector, parse_label_selector
+from mcr_envtest.version_conversion import converter_for
 from mcr_envtest.write_rules import deep_copy, now_rfc3339
 
 from . import subresources
@@ -222,6 +223,9 @@ async def _patch(api: Backend, ctx: Ctx) -> web.StreamResponse:
         (base,) = await to_version(api, info, [deep_copy(current)], ctx.info.api_version)
     else:
         base = deep_copy(current)
+        builtin = converter_for(info.group_resource)
+        if builtin is not None:  # an Event stored through the other API
+            base = builtin(base, info.api_version)
         if ctx.info.api_version != info.api_version:
             base["apiVersion"] = ctx.info.api_version
     try:
@@ -328,10 +332,14 @@ async def _apply(
         message = f"failed to create typed patch object ({where}): {unknown}: field not declared in schema"
         raise errors.StatusError(500, "", message)
     now = now_rfc3339()
+    live = deep_copy(current) if current is not None else None
+    builtin = converter_for(info.group_resource)
+    if live is not None and builtin is not None:  # an Event stored through the other API
+        live = builtin(live, info.api_version)
     try:
         new = applymod.apply_patch(
             info,
-            deep_copy(current) if current is not None else None,
+            live,
             patch,
             manager=fm,
             force=force,
