@@ -225,3 +225,50 @@ async def test_apply_and_patches_at_v1_reach_the_v2_object(raw: Raw, ns: str) ->
     ]
     entries = [(e["manager"], e["apiVersion"], e["operation"]) for e in new["metadata"]["managedFields"]]
     assert entries == [("me", "autoscaling/v1", "Apply"), ("Python", "autoscaling/v1", "Update")]
+
+
+async def test_a_v2_status_reads_at_v1_with_its_other_current_metrics_in_annotations(
+    raw: Raw, ns: str
+) -> None:
+    v1, v2 = paths(ns)
+    body = {"metadata": {"name": "s"}, "spec": {"scaleTargetRef": TARGET, "maxReplicas": 3, "metrics": [CPU]}}
+    status, created = await raw.json("POST", v2, json=body)
+    assert status == 201, created
+    created["status"] = {
+        "currentReplicas": 2,
+        "desiredReplicas": 3,
+        "currentMetrics": [
+            {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 70}}},
+            {"type": "Resource", "resource": {"name": "memory", "current": {"averageValue": "90Mi"}}},
+            {
+                "type": "External",
+                "external": {"metric": {"name": "queue"}, "current": {"averageValue": "4"}},
+            },
+        ],
+    }
+    status, written = await raw.json("PUT", f"{v2}/s/status", json=created)
+    assert status == 200, written
+    status, old = await raw.json("GET", f"{v1}/s")
+    assert status == 200, old
+    assert old["status"] == {
+        "currentReplicas": 2,
+        "desiredReplicas": 3,
+        "currentCPUUtilizationPercentage": 70,
+    }
+    # every current metric rides in the annotation, CPU too, and v1 always writes a status metric's
+    # current value: "0" where v2 has none
+    assert old["metadata"]["annotations"]["autoscaling.alpha.kubernetes.io/current-metrics"] == (
+        '[{"type":"Resource","resource":{"name":"cpu","currentAverageUtilization":70,"currentAverageValue":"0"}},'
+        '{"type":"Resource","resource":{"name":"memory","currentAverageValue":"90Mi"}},'
+        '{"type":"External","external":{"metricName":"queue","currentValue":"0","currentAverageValue":"4"}}]'
+    )
+    # and they come back once at v2 after a write at v1
+    status, rewritten = await raw.json("PUT", f"{v1}/s/status", json=old)
+    assert status == 200, rewritten
+    status, new = await raw.json("GET", f"{v2}/s")
+    assert status == 200, new
+    assert [(m["type"], (m.get("resource") or {}).get("name")) for m in new["status"]["currentMetrics"]] == [
+        ("Resource", "cpu"),
+        ("Resource", "memory"),
+        ("External", None),
+    ]

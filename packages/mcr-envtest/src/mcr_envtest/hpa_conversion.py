@@ -48,90 +48,59 @@ def _set(out: Obj, key: str, value: Any) -> None:
 
 
 # ------------------------------------------------------------------ v2 -> v1
+def _zero_if_unset(quantity: Any) -> Any:
+    """A quantity v1 always serialises: ``"0"`` when v2 has none."""
+    return "0" if quantity is None else quantity
+
+
 def _is_cpu_utilization(m: Any, field: str) -> bool:
     r = m.get("resource") if isinstance(m, dict) and m.get("type") == "Resource" else None
     inner = (r or {}).get(field) or {}
     return isinstance(r, dict) and r.get("name") == "cpu" and inner.get("averageUtilization") is not None
 
 
-def _metric_to_v1(m: Obj) -> Obj:
+def _metric_to_v1(m: Obj, part: str) -> Obj:
+    """A v2 metric in v1's format: a spec metric (``part="target"``) or a status one (``"current"``).
+    The two differ only in their field names and in which values default to ``"0"``."""
+    current = part == "current"
     kind = m.get("type")
     out: Obj = {"type": kind}
     if kind == "Resource" or kind == "ContainerResource":
         key = "resource" if kind == "Resource" else "containerResource"
         src = m.get(key) or {}
-        t = src.get("target") or {}
+        v = src.get(part) or {}
         r: Obj = {"name": src.get("name", "")}
-        _set(r, "targetAverageUtilization", t.get("averageUtilization"))
-        _set(r, "targetAverageValue", t.get("averageValue"))
+        _set(r, f"{part}AverageUtilization", v.get("averageUtilization"))
+        average = v.get("averageValue")
+        _set(r, f"{part}AverageValue", _zero_if_unset(average) if current else average)
         if kind == "ContainerResource":
             r["container"] = src.get("container", "")
         out[key] = r
     elif kind == "Pods":
         src = m.get("pods") or {}
-        metric, t = src.get("metric") or {}, src.get("target") or {}
-        p: Obj = {"metricName": metric.get("name", ""), "targetAverageValue": t.get("averageValue", "0")}
+        metric, v = src.get("metric") or {}, src.get(part) or {}
+        p: Obj = {"metricName": metric.get("name", ""), f"{part}AverageValue": v.get("averageValue", "0")}
         _set(p, "selector", metric.get("selector"))
         out["pods"] = p
     elif kind == "Object":
         src = m.get("object") or {}
-        metric, t = src.get("metric") or {}, src.get("target") or {}
+        metric, v = src.get("metric") or {}, src.get(part) or {}
         o: Obj = {
             "target": src.get("describedObject") or {},
             "metricName": metric.get("name", ""),
-            "targetValue": t.get("value", "0"),
+            f"{part}Value": v.get("value", "0"),
         }
         _set(o, "selector", metric.get("selector"))
-        _set(o, "averageValue", t.get("averageValue"))
+        _set(o, "averageValue", v.get("averageValue"))
         out["object"] = o
     elif kind == "External":
         src = m.get("external") or {}
-        metric, t = src.get("metric") or {}, src.get("target") or {}
+        metric, v = src.get("metric") or {}, src.get(part) or {}
         e: Obj = {"metricName": metric.get("name", "")}
         _set(e, "metricSelector", metric.get("selector"))
-        _set(e, "targetValue", t.get("value"))
-        _set(e, "targetAverageValue", t.get("averageValue"))
-        out["external"] = e
-    return out
-
-
-def _status_metric_to_v1(m: Obj) -> Obj:
-    kind = m.get("type")
-    out: Obj = {"type": kind}
-    if kind == "Resource" or kind == "ContainerResource":
-        key = "resource" if kind == "Resource" else "containerResource"
-        src = m.get(key) or {}
-        c = src.get("current") or {}
-        r: Obj = {"name": src.get("name", "")}
-        _set(r, "currentAverageUtilization", c.get("averageUtilization"))
-        r["currentAverageValue"] = c.get("averageValue", "0")
-        if kind == "ContainerResource":
-            r["container"] = src.get("container", "")
-        out[key] = r
-    elif kind == "Pods":
-        src = m.get("pods") or {}
-        metric, c = src.get("metric") or {}, src.get("current") or {}
-        p: Obj = {"metricName": metric.get("name", ""), "currentAverageValue": c.get("averageValue", "0")}
-        _set(p, "selector", metric.get("selector"))
-        out["pods"] = p
-    elif kind == "Object":
-        src = m.get("object") or {}
-        metric, c = src.get("metric") or {}, src.get("current") or {}
-        o: Obj = {
-            "target": src.get("describedObject") or {},
-            "metricName": metric.get("name", ""),
-            "currentValue": c.get("value", "0"),
-        }
-        _set(o, "selector", metric.get("selector"))
-        _set(o, "averageValue", c.get("averageValue"))
-        out["object"] = o
-    elif kind == "External":
-        src = m.get("external") or {}
-        metric, c = src.get("metric") or {}, src.get("current") or {}
-        e: Obj = {"metricName": metric.get("name", "")}
-        _set(e, "metricSelector", metric.get("selector"))
-        e["currentValue"] = c.get("value", "0")
-        _set(e, "currentAverageValue", c.get("averageValue"))
+        value = v.get("value")
+        _set(e, f"{part}Value", _zero_if_unset(value) if current else value)
+        _set(e, f"{part}AverageValue", v.get("averageValue"))
         out["external"] = e
     return out
 
@@ -176,7 +145,7 @@ def _to_v1(obj: Obj) -> Obj:
                 v1spec["targetCPUUtilizationPercentage"] = t["averageUtilization"]
                 continue
         if isinstance(m, dict):
-            others.append(_metric_to_v1(m))
+            others.append(_metric_to_v1(m, "target"))
     if others:
         annotations[METRICS] = _json(others)
     behavior = spec.get("behavior")
@@ -196,12 +165,13 @@ def _to_v1(obj: Obj) -> Obj:
             _set(v1status, key, status.get(key))
         v1status["currentReplicas"] = status.get("currentReplicas", 0)
         v1status["desiredReplicas"] = status.get("desiredReplicas", 0)
+        # unlike the spec's, every current metric rides in the annotation, CPU utilisation too
         current = []
         for m in status.get("currentMetrics") or []:
             if "currentCPUUtilizationPercentage" not in v1status and _is_cpu_utilization(m, "current"):
                 v1status["currentCPUUtilizationPercentage"] = m["resource"]["current"]["averageUtilization"]
-            elif isinstance(m, dict):
-                current.append(_status_metric_to_v1(m))
+            if isinstance(m, dict):
+                current.append(_metric_to_v1(m, "current"))
         if current:
             annotations[CURRENT_METRICS] = _json(current)
         if status.get("conditions"):
@@ -373,11 +343,20 @@ def _to_v2(obj: Obj) -> Obj:
         if status.get("currentReplicas"):
             v2status["currentReplicas"] = status["currentReplicas"]
         v2status["desiredReplicas"] = status.get("desiredReplicas", 0)
-        v2current = [m for m in map(_status_metric_to_v2, current if isinstance(current, list) else []) if m]
-        cpu_now = status.get("currentCPUUtilizationPercentage")
-        if cpu_now is not None:
-            v2current.append(
-                {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": cpu_now}}}
+        # the annotation holds every current metric; without it, CPU utilisation is the only one
+        if isinstance(current, list):
+            v2current = [m for m in map(_status_metric_to_v2, current) if m]
+        else:
+            cpu_now = status.get("currentCPUUtilizationPercentage")
+            v2current = (
+                []
+                if cpu_now is None
+                else [
+                    {
+                        "type": "Resource",
+                        "resource": {"name": "cpu", "current": {"averageUtilization": cpu_now}},
+                    }
+                ]
             )
         v2status["currentMetrics"] = v2current or None
         if isinstance(conditions, list):
