@@ -84,21 +84,27 @@ class Raw:
         await self.session.close()
 
 
+async def fresh_namespace(raw: Raw, prefix: str) -> AsyncIterator[str]:
+    """A fresh namespace named ``<prefix>-<random>`` (deleted afterwards)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
+    assert status == 201, body
+    yield name
+    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
+
+
 async def workload_namespace(raw: Raw, prefix: str) -> AsyncIterator[str]:
-    """A fresh namespace named ``<prefix>-<random>`` that can hold Pods (deleted afterwards).
+    """A :func:`fresh_namespace` that can hold Pods.
 
     kube-apiserver's ServiceAccount admission needs the ``default`` account, which its controller
     makes asynchronously (mcr-envtest makes it with the namespace): it is created here too.
     """
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
-    assert status == 201, body
-    status, body = await raw.json(
-        "POST", f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}
-    )
-    assert status in (201, 409), body
-    yield name
-    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
+    async for name in fresh_namespace(raw, prefix):
+        status, body = await raw.json(
+            "POST", f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}
+        )
+        assert status in (201, 409), body
+        yield name
 
 
 async def crd_served(raw: Raw, crd: dict[str, Any]) -> None:

@@ -4,13 +4,12 @@ listable, watchable and writable through both with kube-apiserver's field mappin
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from .conftest import Raw
+from .conftest import Raw, fresh_namespace
 
 INVOLVED = {
     "apiVersion": "v1",
@@ -23,11 +22,8 @@ INVOLVED = {
 
 @pytest.fixture
 async def ns(raw: Raw) -> AsyncIterator[str]:
-    name = f"ev-{uuid.uuid4().hex[:8]}"
-    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
-    assert status == 201, body
-    yield name
-    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
+    async for name in fresh_namespace(raw, "ev"):
+        yield name
 
 
 def paths(ns: str) -> tuple[str, str]:

@@ -4,13 +4,12 @@ both ways as kube-apiserver converts it (both lanes)."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from .conftest import Raw
+from .conftest import Raw, fresh_namespace
 
 TARGET = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
 CPU = {
@@ -40,11 +39,8 @@ BEHAVIOR_V1 = (
 
 @pytest.fixture
 async def ns(raw: Raw) -> AsyncIterator[str]:
-    name = f"hpa-{uuid.uuid4().hex[:8]}"
-    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
-    assert status == 201, body
-    yield name
-    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
+    async for name in fresh_namespace(raw, "hpa"):
+        yield name
 
 
 def paths(ns: str) -> tuple[str, str]:

@@ -11,16 +11,13 @@ from typing import Any
 
 import pytest
 
-from .conftest import Raw, crd_served
+from .conftest import Raw, crd_served, fresh_namespace
 
 
 @pytest.fixture
 async def ns(raw: Raw) -> AsyncIterator[str]:
-    name = f"re-{uuid.uuid4().hex[:8]}"
-    status, body = await raw.json("POST", "/api/v1/namespaces", json={"metadata": {"name": name}})
-    assert status == 201, body
-    yield name
-    await raw.status("DELETE", f"/api/v1/namespaces/{name}")
+    async for name in fresh_namespace(raw, "re"):
+        yield name
 
 
 def options_invalid(kind: str, field: str, reason: str, message: str) -> dict[str, Any]:
