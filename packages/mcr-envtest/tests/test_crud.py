@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -16,7 +17,10 @@ def test_default_namespaces_and_service_accounts(core: Any) -> None:
     names = [n.metadata.name for n in core.list_namespace().items]
     assert names == ["default", "kube-node-lease", "kube-public", "kube-system"]
     core.create_namespace({"metadata": {"name": "team-a"}})
-    sas = core.list_namespaced_service_account("team-a").items
+    # kube-controller-manager adds the account a moment after the namespace (mcr-envtest with it)
+    deadline = time.monotonic() + 30
+    while not (sas := core.list_namespaced_service_account("team-a").items) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert [s.metadata.name for s in sas] == ["default"]
 
 
