@@ -108,7 +108,7 @@ def test_record_update_tracks_changes_and_can_be_reset() -> None:
     created = record_update(
         CM, None, cm({"a": "1"}), manager="kubectl-create", operation="Update", subresource=None, now="t"
     )
-    assert owners(created) == {"kubectl-create/Update": {"f:data": {"f:a": {}}}}
+    assert owners(created) == {"kubectl-create/Update": {"f:data": {".": {}, "f:a": {}}}}
     changed = record_update(
         CM, created, cm({"a": "1", "b": "2"}), manager="ctl", operation="Update", subresource=None, now="t"
     )

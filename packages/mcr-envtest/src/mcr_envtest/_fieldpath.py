@@ -85,12 +85,17 @@ def list_kind(schema: dict[str, Any] | None) -> tuple[str, list[str]]:
     return "atomic", []
 
 
-def item_key(item: Any, keys: list[str]) -> str | None:
-    """The ``k:`` element naming ``item`` in a keyed list, or None when it has no key field."""
+def item_key(item: Any, keys: list[str], defaults: dict[str, Any] | None = None) -> str | None:
+    """The ``k:`` element naming ``item`` in a keyed list, or None when it has no key field.
+
+    A key field the item omits takes its value from ``defaults`` (the schema's defaults of key
+    fields, as upstream keys such items); without one it is left out of the element."""
     if not isinstance(item, dict):
         return None
-    present = {k: item[k] for k in keys if k in item}
-    return "k:" + _dumps(present) if present else None
+    present = {
+        k: item[k] if k in item else (defaults or {})[k] for k in keys if k in item or k in (defaults or {})
+    }
+    return "k:" + _dumps(present) if present and any(k in item for k in keys) else None
 
 
 _IGNORED_TOP = frozenset(p[0][2:] for p in IGNORED if len(p) == 1)
@@ -144,7 +149,8 @@ def _collect(value: Any, schema: dict[str, Any] | None, prefix: Path, out: Field
             out.update((*prefix, "v:" + _dumps(v)) for v in value)
             return
         if kind == "map" and value:
-            elems = [item_key(v, keys) for v in value]
+            defaults = (resolved or {}).get("x-mcr-key-defaults")
+            elems = [item_key(v, keys, defaults) for v in value]
             if all(e is not None for e in elems) and len(set(elems)) == len(elems):
                 for elem, item in zip(elems, value, strict=True):
                     assert elem is not None
@@ -267,9 +273,10 @@ def merge(current: Any, applied: Any, schema: dict[str, Any] | None) -> Any:
         if kind == "set":
             return list(current) + [copy.deepcopy(v) for v in applied if v not in current]
         if kind == "map":
+            defaults = builtin.resolve(schema).get("x-mcr-key-defaults") if schema is not None else None
             out_list = list(current)
             for item in applied:
-                elem = item_key(item, keys)
+                elem = item_key(item, keys, defaults)
                 if elem is None:
                     return copy.deepcopy(applied)
                 want = json.loads(elem[2:])

@@ -21,8 +21,9 @@ import contextvars
 import copy
 from typing import TYPE_CHECKING, Any
 
+from . import _fieldcompare as fc
 from . import _fieldpath as fp
-from .schema import builtin
+from .schema import builtin, fieldtypes
 from .schema.structural import crd_version_schema
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ class ApplyConflict(Exception):
 def _schema_for(info: ResourceInfo) -> dict[str, Any] | None:
     if info.crd is not None:
         return crd_version_schema(info.crd, info.version)
+    typed = fieldtypes.kind_schema(info.api_version, info.kind)
+    if typed is not None:
+        return typed
     if info.model is not None and builtin.model_class(info.model) is not None:
         return builtin.model_schema(info.model)
     return None
@@ -120,14 +124,18 @@ def _store(
     obj: dict[str, Any],
     sets: dict[EntryKey, tuple[dict[str, Any], fp.FieldSet]],
     touched: dict[EntryKey, str],
+    *,
+    prune: bool,
 ) -> None:
     """Write ``sets`` back as managedFields; entries in ``touched`` get a fresh time/apiVersion.
 
-    Only ``obj["metadata"]`` is modified (its ``managedFields`` key)."""
+    With ``prune``, entries not written now lose the paths ``obj`` no longer holds. Only
+    ``obj["metadata"]`` is modified (its ``managedFields`` key)."""
     entries: list[dict[str, Any]] = []
     for key, (entry, paths) in sets.items():
-        # Paths of the entries written now come from ``obj`` itself; older ones may be stale.
-        kept = paths if key in touched else {p for p in paths if fp.get(obj, p) is not fp.MISSING}
+        kept = paths
+        if prune and key not in touched:
+            kept = {p for p in paths if fp.get(obj, p) is not fp.MISSING}
         if not kept:
             continue
         if key in touched:
@@ -208,11 +216,13 @@ def apply_patch(
         if key != me:
             others |= paths - taken.get(key, set())
     removed = sorted(previous - new_set, key=len)
+    owned = others | new_set
     done: list[fp.Path] = []
     for path in removed:
         if any(path[: len(d)] == d for d in done):
             continue
-        if any(o[: len(path)] == path for o in others):
+        # a map or item stays while anything inside it is still owned, the new configuration's included
+        if any(o[: len(path)] == path for o in owned):
             continue
         fp.remove(result, path)
         done.append(path)
@@ -221,8 +231,18 @@ def apply_patch(
         entry, old_paths = sets[key]
         sets[key] = (entry, old_paths - paths)
     sets[me] = ({}, new_set)
-    _store(info, result, sets, {me: now})
+    _store(info, result, sets, {me: now}, prune=True)
     return result
+
+
+def _owned_by_writer(path: fp.Path, info: ResourceInfo, subresource: str | None) -> bool:
+    # What the strategy resets is owned by nobody: with a status subresource, status through the
+    # main resource and spec through /status. ``metadata`` itself is the server's.
+    if path == ("f:metadata",) or fp.is_ignored(path):
+        return False
+    if not info.status_subresource:
+        return True
+    return path[:1] != (("f:spec",) if subresource == "status" else ("f:status",))
 
 
 def record_update(
@@ -234,12 +254,18 @@ def record_update(
     operation: str,
     subresource: str | None,
     now: str,
+    basis: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Return ``new`` with managedFields updated for a non-apply write by ``manager``.
 
-    ``old`` is the live object (None on create). A ``managedFields`` in ``new`` that differs from
-    the live one replaces it (``[{}]`` clears all tracking, and this write is then not recorded);
-    an absent one keeps the live entries. ``new`` is not modified.
+    ``old`` is the live object (None on create: a Go zero object of the kind, or an empty custom
+    resource). The fields the write added or changed (:func:`mcr_envtest._fieldcompare.compare`)
+    join ``manager``'s ``Update`` entry and leave every other entry; fields it removed leave
+    every entry. ``basis``, when given, is what is compared in place of ``new``: the object
+    before the server's own later changes (allocations, admission, a custom resource's pruning
+    and defaulting), which no manager owns. A ``managedFields`` in ``new`` that differs from the
+    live one replaces it (``[{}]`` clears all tracking, and this write is then not recorded); an
+    absent one keeps the live entries. ``new`` is not modified.
     """
     # Only metadata.managedFields is rewritten: copy the two dicts on that path, share the rest.
     out = dict(new)
@@ -252,25 +278,22 @@ def record_update(
     source = out if isinstance(sent, list) and sent != old_md.get("managedFields") else old
     sets = managed_sets(source)
     schema = _schema_for(info)
-    new_paths = fp.field_set(out, schema)
-    if info.status_subresource:
-        if subresource == "status":
-            new_paths = {p for p in new_paths if p[:1] == ("f:status",)}
-        else:
-            new_paths = {p for p in new_paths if p[:1] != ("f:status",)}
-    if old is None:
-        changed = new_paths
-    else:
-        changed = {p for p in new_paths if fp.get(old, p) != fp.get(out, p) or p[-1].startswith(("k:", "v:"))}
-        changed = {p for p in changed if fp.get(old, p) is fp.MISSING or not p[-1].startswith(("k:", "v:"))}
+    diff = fc.compare(
+        fc.materialise(old if old is not None else {}, schema),
+        fc.materialise(new if basis is None else basis, schema),
+        schema,
+    )
+    changed = {p for p in diff.added | diff.modified if _owned_by_writer(p, info, subresource)}
     me: EntryKey = (manager, operation or "Update", subresource or "")
     touched: dict[EntryKey, str] = {}
-    if changed:
-        for key, (entry, paths) in list(sets.items()):
-            if key != me and paths & changed:
-                sets[key] = (entry, paths - changed)
-        entry, mine = sets.get(me, ({}, set()))
-        sets[me] = (entry, mine | changed)
-        touched[me] = now
-    _store(info, out, sets, touched)
+    for key, (entry, paths) in list(sets.items()):
+        if key != me and paths & (changed | diff.removed):
+            sets[key] = (entry, paths - changed - diff.removed)
+    if changed or me in sets:
+        entry, before = sets.get(me, ({}, set()))
+        mine = (before - diff.removed) | changed
+        sets[me] = (entry, mine)
+        if changed or mine != before:
+            touched[me] = now
+    _store(info, out, sets, touched, prune=False)
     return out

@@ -199,15 +199,24 @@ class Writer:
             meta.pop("generation", None)
         if info.status_subresource and info.group_resource != CRD_GR:
             obj.pop("status", None)
-        obj = defaults.apply(info, obj, None, now)
+        basis = self._request_basis(info, obj) if not from_apply else None
+        obj = defaults.apply(info, obj, None, now, allocations=False)
         meta = obj["metadata"]
         if not from_apply:
             mf = meta.get("managedFields")
             if mf == [{}]:
                 meta.pop("managedFields", None)
             obj = applymod.record_update(
-                info, None, obj, manager=self._manager(manager), operation="Update", subresource=None, now=now
+                info,
+                None,
+                obj,
+                manager=self._manager(manager),
+                operation="Update",
+                subresource=None,
+                now=now,
+                basis=basis,
             )
+        defaults.allocate(info, obj, None)  # allocations and admission: owned by no manager
         storage_protection.admit(info.group_resource, obj)  # admission: owned by no manager
         self._validate(info, obj, None)
         self._check_crd(info, obj)
@@ -219,6 +228,19 @@ class Writer:
         if info.group_resource == NS:
             self._ensure_default_sa(name)
         return obj
+
+    def _request_basis(self, info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """What managedFields record for a custom resource written through a version other than
+        its storage version ``info``: ``obj`` pruned and defaulted by the request version's
+        schema, as upstream records it before converting to storage. None otherwise (the written
+        object itself is recorded)."""
+        version = applymod.REQUEST_VERSION.get()
+        if not info.is_custom or version is None or version == info.api_version:
+            return None
+        served = self.registry.lookup(info.group, version.rpartition("/")[2], info.plural)
+        if served is None:
+            return None
+        return defaults.apply(served, {**obj, "apiVersion": version}, None, now_rfc3339())
 
     def _ensure_default_sa(self, namespace: str) -> None:
         sa_info = self.registry.lookup("", "v1", "serviceaccounts")
@@ -335,6 +357,7 @@ class Writer:
                 new["spec"] = old.get("spec", {}) if "spec" not in new else new["spec"]
             if info.group_resource == CRD_GR:
                 new["status"] = old.get("status", {})
+        basis = self._request_basis(info, new) if not managed else None
         if subresource != "status" or info.is_custom:
             new = defaults.apply(info, new, old, now_rfc3339())
         else:
@@ -358,6 +381,7 @@ class Writer:
                 operation=operation,
                 subresource=subresource,
                 now=now,
+                basis=basis,
             )
         self._validate(info, new, old)
         self._check_crd(info, new)

@@ -22,18 +22,21 @@ from . import workloads as wl
 if TYPE_CHECKING:
     from mcr_envtest.resources import ResourceInfo
 
-__all__ = ["apply", "crd_status", "status_defaults"]
+__all__ = ["allocate", "apply", "crd_status", "status_defaults"]
 
 Obj = dict[str, Any]
 NS = ("", "namespaces")
 CRD = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
-def apply(info: ResourceInfo, obj: Obj, old: Obj | None, now: str) -> Obj:
+def apply(info: ResourceInfo, obj: Obj, old: Obj | None, now: str, *, allocations: bool = True) -> Obj:
     """Return ``obj`` with defaults applied for a create (``old`` None) or an update of the main
     resource. Built-ins are defaulted in place (``obj`` is returned); custom resources come back
     as a new, pruned dict. Never raises for odd shapes: fields of the wrong type are left alone
-    for validation to report."""
+    for validation to report.
+
+    ``allocations`` False leaves out what the server sets after the request's fields are recorded
+    in managedFields (see :func:`allocate`), for the caller to run then."""
     if info.is_custom:
         return apply_defaults(info, prune_unknown(info, obj))
     meta = obj.get("metadata")
@@ -47,8 +50,20 @@ def apply(info: ResourceInfo, obj: Obj, old: Obj | None, now: str) -> Obj:
         fn(obj, old or {})
     if info.group_resource == CRD:
         crd_status(obj, now)
+    if allocations:
+        allocate(info, obj, old)
     wl.status_defaults(info.group_resource, obj)
     return obj
+
+
+def allocate(info: ResourceInfo, obj: Obj, old: Obj | None) -> None:
+    """Set what kube-apiserver sets after recording managedFields, so no manager owns it unless
+    the request set it: a Service's cluster IPs, IP families and node ports (its registry), a
+    Pod's service account, priority and tolerations (admission plugins), a Namespace's
+    finalizer. In place; a no-op for other kinds."""
+    fn = _ALLOCATE.get(info.group_resource)
+    if fn is not None:
+        fn(obj, old or {})
 
 
 def status_defaults(info: ResourceInfo, obj: Obj) -> None:
@@ -80,7 +95,6 @@ def _namespace(obj: Obj, old: Obj) -> None:
         if not isinstance(labels, dict):
             labels = meta["labels"] = {}
         labels["kubernetes.io/metadata.name"] = meta["name"]
-    _spec(obj).setdefault("finalizers", ["kubernetes"])
     if not old:
         obj["status"] = {"phase": "Active"}
     elif not isinstance(obj.get("status"), dict) or "phase" not in obj["status"]:
@@ -91,8 +105,26 @@ def _service(obj: Obj, old: Obj) -> None:
     spec = _spec(obj)
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
-    old_spec = old.get("spec") or {}
     if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec["type"] in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    if spec["type"] == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
+    for p in spec.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+            if "port" in p:
+                p.setdefault("targetPort", p["port"])
+    if not isinstance(obj.get("status"), dict):
+        obj["status"] = old.get("status") or {"loadBalancer": {}}
+
+
+def _service_allocations(obj: Obj, old: Obj) -> None:
+    spec = _spec(obj)
+    old_spec = old.get("spec") or {}
+    kind = spec.get("type", "ClusterIP")
+    if kind != "ExternalName":
         # allocated values survive an update that omits them
         for key in ("clusterIP", "clusterIPs"):
             if key not in spec and key in old_spec:
@@ -101,28 +133,19 @@ def _service(obj: Obj, old: Obj) -> None:
         spec.setdefault("clusterIPs", [spec["clusterIP"]])
         spec.setdefault("ipFamilies", ["IPv4"])
         spec.setdefault("ipFamilyPolicy", "SingleStack")
-        spec.setdefault("internalTrafficPolicy", "Cluster")
-    node_ports = spec["type"] in ("NodePort", "LoadBalancer")
-    if node_ports:
-        spec.setdefault("externalTrafficPolicy", "Cluster")
-    if spec["type"] == "LoadBalancer":
-        spec.setdefault("allocateLoadBalancerNodePorts", True)
-        if spec.get("externalTrafficPolicy") == "Local" and not spec.get("healthCheckNodePort"):
-            spec["healthCheckNodePort"] = old_spec.get("healthCheckNodePort") or random.randint(30000, 32767)
+    local = spec.get("externalTrafficPolicy") == "Local"
+    if kind == "LoadBalancer" and local and not spec.get("healthCheckNodePort"):
+        spec["healthCheckNodePort"] = old_spec.get("healthCheckNodePort") or random.randint(30000, 32767)
+    if kind not in ("NodePort", "LoadBalancer"):
+        return
     allocated = {
         (p.get("port"), p.get("protocol", "TCP")): p["nodePort"]
         for p in old_spec.get("ports") or []
         if isinstance(p, dict) and p.get("nodePort")
     }
     for p in spec.get("ports") or []:
-        if isinstance(p, dict):
-            p.setdefault("protocol", "TCP")
-            if "port" in p:
-                p.setdefault("targetPort", p["port"])
-            if node_ports and not p.get("nodePort"):
-                p["nodePort"] = allocated.get((p.get("port"), p["protocol"])) or random.randint(30000, 32767)
-    if not isinstance(obj.get("status"), dict):
-        obj["status"] = old.get("status") or {"loadBalancer": {}}
+        if isinstance(p, dict) and not p.get("nodePort"):
+            p["nodePort"] = allocated.get((p.get("port"), p.get("protocol"))) or random.randint(30000, 32767)
 
 
 def _pod_spec(spec: Any) -> None:
@@ -161,12 +184,22 @@ def _template(holder: Any) -> None:
 def _pod(obj: Obj, old: Obj) -> None:
     spec = _spec(obj)
     _pod_spec(spec)
-    spec.setdefault("serviceAccountName", "default")
     spec.setdefault("enableServiceLinks", True)
-    wl.default_pod_admission(spec, old.get("spec") or {})
+    if not old:
+        wl.default_requests(spec)
     status = _status(obj, old)
     status.setdefault("phase", "Pending")
     status.setdefault("qosClass", wl.qos_class(spec))
+
+
+def _pod_admission(obj: Obj, old: Obj) -> None:
+    spec = _spec(obj)
+    spec.setdefault("serviceAccountName", "default")
+    wl.default_pod_admission(spec, old.get("spec") or {})
+
+
+def _namespace_finalizer(obj: Obj, old: Obj) -> None:
+    _spec(obj).setdefault("finalizers", ["kubernetes"])
 
 
 def _replicas(obj: Obj, old: Obj) -> None:
@@ -394,6 +427,13 @@ _BUILTIN: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): _webhooks(True),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): _webhooks(False),
     ("apiregistration.k8s.io", "apiservices"): _api_service,
+}
+
+
+_ALLOCATE: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
+    NS: _namespace_finalizer,
+    ("", "services"): _service_allocations,
+    ("", "pods"): _pod_admission,
 }
 
 

@@ -98,6 +98,16 @@ def qos_class(spec: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+def default_requests(spec: Obj) -> None:
+    """A new pod's containers request what they limit, unless they say otherwise."""
+    for c in spec.get("containers") or []:
+        res = c.get("resources") if isinstance(c, dict) else None
+        if isinstance(res, dict) and isinstance(res.get("limits"), dict):
+            requests = _dict(res, "requests")
+            for name, value in res["limits"].items():
+                requests.setdefault(name, value)
+
+
 def default_pod_admission(spec: Obj, old_spec: Obj) -> None:
     """What the Priority, ServiceAccount and DefaultTolerationSeconds admission plugins set on
     create; an update that omits them keeps the live values (a pod's spec is immutable)."""
@@ -106,12 +116,6 @@ def default_pod_admission(spec: Obj, old_spec: Obj) -> None:
             if key not in spec and key in old_spec:
                 spec[key] = old_spec[key]
         return
-    for c in spec.get("containers") or []:
-        res = c.get("resources") if isinstance(c, dict) else None
-        if isinstance(res, dict) and isinstance(res.get("limits"), dict):
-            requests = _dict(res, "requests")
-            for name, value in res["limits"].items():
-                requests.setdefault(name, value)
     if "priority" not in spec:
         spec["priority"] = _SYSTEM_PRIORITIES.get(str(spec.get("priorityClassName") or ""), 0)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
