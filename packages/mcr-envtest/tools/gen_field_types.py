@@ -171,7 +171,14 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
-    docs = json.loads(Path(argv[2]).read_text()) if len(argv) == 3 else asyncio.run(_fetch())
+    if len(argv) == 3:
+        try:
+            docs = json.loads(Path(argv[2]).read_text())
+        except (OSError, ValueError) as exc:
+            print(f"{argv[2]}: cannot read OpenAPI v3 documents: {exc}", file=sys.stderr)
+            return 2
+    else:
+        docs = asyncio.run(_fetch())
     table = build(docs, json.loads(PROTO.read_text()))
     Path(argv[1]).write_text(json.dumps(table, separators=(",", ":"), sort_keys=True) + "\n")
     print(f"{argv[1]}: {len(table['types'])} types, {len(table['kinds'])} kinds")

@@ -233,9 +233,13 @@ class Writer:
         """What managedFields record for a custom resource written through a version other than
         its storage version ``info``: ``obj`` pruned and defaulted by the request version's
         schema, as upstream records it before converting to storage. None otherwise (the written
-        object itself is recorded)."""
+        object itself is recorded), and for a CRD with a conversion webhook, whose versions may
+        hold different fields (``obj`` is already converted)."""
         version = applymod.REQUEST_VERSION.get()
         if not info.is_custom or version is None or version == info.api_version:
+            return None
+        conversion = ((info.crd or {}).get("spec") or {}).get("conversion") or {}
+        if conversion.get("strategy", "None") != "None":
             return None
         served = self.registry.lookup(info.group, version.rpartition("/")[2], info.plural)
         if served is None:
