@@ -158,6 +158,29 @@ async def test_what_the_server_allocates_or_admits_is_owned_by_no_one(raw: Raw, 
     assert "f:enableServiceLinks" in owned  # a default: the writer's
 
 
+async def test_a_jobs_generated_selector_and_labels_are_owned_by_no_one(raw: Raw, ns: str) -> None:
+    job = await create(
+        raw,
+        f"/apis/batch/v1/namespaces/{ns}/jobs",
+        {
+            "metadata": {"name": "j"},
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i:1"}]}
+                },
+            },
+        },
+    )
+    assert job["spec"]["selector"]["matchLabels"]
+    assert job["metadata"]["labels"]["job-name"] == "j"
+    assert job["spec"]["template"]["metadata"]["labels"]["job-name"] == "j"
+    owned = fields(job)
+    assert "f:metadata" not in owned
+    assert "f:selector" not in owned["f:spec"]
+    assert "f:metadata" not in owned["f:spec"]["f:template"]
+
+
 async def test_removed_fields_leave_every_manager(raw: Raw, ns: str) -> None:
     path = f"/api/v1/namespaces/{ns}/configmaps"
     await create(

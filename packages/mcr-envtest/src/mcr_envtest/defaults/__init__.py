@@ -59,8 +59,8 @@ def apply(info: ResourceInfo, obj: Obj, old: Obj | None, now: str, *, allocation
 def allocate(info: ResourceInfo, obj: Obj, old: Obj | None) -> None:
     """Set what kube-apiserver sets after recording managedFields, so no manager owns it unless
     the request set it: a Service's cluster IPs, IP families and node ports (its registry), a
-    Pod's service account, priority and tolerations (admission plugins), a Namespace's
-    finalizer. In place; a no-op for other kinds."""
+    Pod's service account, priority and tolerations (admission plugins), a new Job's generated
+    selector and labels, a Namespace's finalizer. In place; a no-op for other kinds."""
     fn = _ALLOCATE.get(info.group_resource)
     if fn is not None:
         fn(obj, old or {})
@@ -196,6 +196,11 @@ def _pod_admission(obj: Obj, old: Obj) -> None:
     spec = _spec(obj)
     spec.setdefault("serviceAccountName", "default")
     wl.default_pod_admission(spec, old.get("spec") or {})
+
+
+def _job_selector(obj: Obj, old: Obj) -> None:
+    if not old:
+        wl.job_selector(_spec(obj), obj)
 
 
 def _namespace_finalizer(obj: Obj, old: Obj) -> None:
@@ -434,6 +439,7 @@ _ALLOCATE: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
     NS: _namespace_finalizer,
     ("", "services"): _service_allocations,
     ("", "pods"): _pod_admission,
+    ("batch", "jobs"): _job_selector,
 }
 
 

@@ -166,32 +166,42 @@ def default_daemon_set(spec: Obj, obj: Obj, old: Obj) -> None:
 
 
 def default_job(spec: Obj, obj: Obj, old: Obj) -> None:
-    """The generated selector and the labels it selects (unless ``manualSelector``), the
-    template's labels copied to a Job without labels, and an empty status."""
+    """``manualSelector: false`` unless it is true, the template's labels copied to a Job without
+    labels, and an empty status (the generated selector comes later: :func:`job_selector`)."""
     meta = _meta(obj)
-    manual = spec.get("manualSelector") is True
-    if not manual:
+    if spec.get("manualSelector") is not True:
         spec.setdefault("manualSelector", False)
     old_spec = old.get("spec") or {}
     if "selector" not in spec and "selector" in old_spec:
         spec["selector"] = old_spec["selector"]
-    template = _dict(spec, "template")
-    template_meta = _dict(template, "metadata")
-    uid, name = meta.get("uid"), meta.get("name")
-    if not manual and not old and uid and name:
-        labels = _dict(template_meta, "labels")
-        for key, value in (
-            ("controller-uid", uid),
-            (_JOB_UID_LABEL, uid),
-            ("job-name", name),
-            ("batch.kubernetes.io/job-name", name),
-        ):
-            labels.setdefault(key, value)
-        spec.setdefault("selector", {"matchLabels": {_JOB_UID_LABEL: uid}})
-    if not meta.get("labels") and isinstance(template_meta.get("labels"), dict):
+    template_meta = _dict(_dict(spec, "template"), "metadata")
+    if not meta.get("labels") and isinstance(template_meta.get("labels"), dict) and template_meta["labels"]:
         meta["labels"] = dict(template_meta["labels"])
     if not isinstance(obj.get("status"), dict):
         obj["status"] = dict(old.get("status") or {})
+
+
+def job_selector(spec: Obj, obj: Obj) -> None:
+    """A new Job's generated selector and the labels it selects, on its template and on the Job
+    when its labels are the template's (unless ``manualSelector``), as the Job registry sets
+    them after the request's fields are recorded."""
+    meta = _meta(obj)
+    uid, name = meta.get("uid"), meta.get("name")
+    if spec.get("manualSelector") is True or not uid or not name:
+        return
+    template_meta = _dict(_dict(spec, "template"), "metadata")
+    labels = _dict(template_meta, "labels")
+    copied = not meta.get("labels") or meta.get("labels") == labels
+    for key, value in (
+        ("controller-uid", uid),
+        (_JOB_UID_LABEL, uid),
+        ("job-name", name),
+        ("batch.kubernetes.io/job-name", name),
+    ):
+        labels.setdefault(key, value)
+    spec.setdefault("selector", {"matchLabels": {_JOB_UID_LABEL: uid}})
+    if copied:
+        meta["labels"] = dict(labels)
 
 
 def default_cronjob(spec: Obj, obj: Obj, old: Obj) -> None:
