@@ -10,7 +10,7 @@ Usage::
 
 * the OpenAPI v3 documents of a real kube-apiserver: which structs and maps are atomic
   (``x-kubernetes-map-type``), how lists merge (``x-kubernetes-list-type`` and its keys, else
-  the strategic-merge key, else atomic: the rule upstream's field manager applies);
+  the strategic-merge key, else atomic: ``mcr_envtest._fieldpath.list_kind``);
 * ``src/mcr_envtest/data/proto_fields.json`` (Go struct tags): which fields a Go zero object
   carries (everything not ``omitempty``, and every non-pointer struct) and which zero values
   ``omitempty`` drops.
@@ -34,6 +34,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from mcr_envtest._fieldpath import list_kind
 
 HERE = Path(__file__).resolve().parent.parent
 PROTO = HERE / "src" / "mcr_envtest" / "data" / "proto_fields.json"
@@ -67,19 +69,6 @@ def _ref(schema: dict[str, Any]) -> str | None:
     if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
         return _ref(all_of[0])
     return None
-
-
-def _list_kind(prop: dict[str, Any]) -> tuple[str, list[str]]:
-    list_type = prop.get("x-kubernetes-list-type")
-    if list_type == "map":
-        return "map", list(prop.get("x-kubernetes-list-map-keys") or [])
-    if list_type in ("set", "atomic"):
-        return str(list_type), []
-    strategy = str(prop.get("x-kubernetes-patch-strategy", "")).split(",")
-    if "merge" in strategy:
-        key = prop.get("x-kubernetes-patch-merge-key")
-        return ("map", [key]) if isinstance(key, str) else ("set", [])
-    return "atomic", []
 
 
 def _zero(message: str, proto_field: list[Any] | None, messages: dict[str, Any]) -> tuple[bool, Any, bool]:
@@ -122,7 +111,7 @@ def build(docs: dict[str, Any], proto: dict[str, Any]) -> dict[str, Any]:
             out: dict[str, Any] = {}
             target = prop
             if prop.get("type") == "array":
-                kind, keys = _list_kind(prop)
+                kind, keys = list_kind(prop)  # the rule the field manager applies
                 out["l"] = kind
                 target = prop.get("items") or {}
                 if keys:

@@ -15,7 +15,6 @@ two objects are compared:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,13 +103,9 @@ _MISSING: Any = fp.MISSING
 
 
 def _equal(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_equal(v, b[k]) for k, v in a.items())
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
+    # reached (from _node) only when the values or their types differ: 1 and 1.0 are equal, as
+    # numbers are upstream, true and 1 are not
+    return not isinstance(a, bool) and not isinstance(b, bool) and bool(a == b)
 
 
 def _leaf(old: Any, new: Any, path: fp.Path, out: Comparison) -> None:
@@ -127,7 +122,7 @@ def _node(old: Any, new: Any, schema: Schema | None, path: fp.Path, out: Compari
         return  # nothing inside changed (validation keeps true and 1 apart: fields have one type)
     s = _resolved(schema) or {}
     if isinstance(old, dict) or isinstance(new, dict):
-        granular = _map(old, new, schema, s, path, out)
+        granular = _map(old, new, s, path, out)
     elif isinstance(old, list) or isinstance(new, list):
         granular = _list(old, new, s, path, out)
     else:
@@ -142,7 +137,7 @@ def _node(old: Any, new: Any, schema: Schema | None, path: fp.Path, out: Compari
         out.removed.add(path)
 
 
-def _map(old: Any, new: Any, schema: Schema | None, s: Schema, path: fp.Path, out: Comparison) -> bool:
+def _map(old: Any, new: Any, s: Schema, path: fp.Path, out: Comparison) -> bool:
     """Compare two maps key by key; False when they are one leaf (atomic, or empty on both sides)."""
     old_map = old if isinstance(old, dict) else None
     new_map = new if isinstance(new, dict) else None
@@ -155,7 +150,7 @@ def _map(old: Any, new: Any, schema: Schema | None, s: Schema, path: fp.Path, ou
         _node(
             old_map.get(key, _MISSING),
             new_map.get(key, _MISSING),
-            fp.sub_schema(schema, key),
+            fp.sub_schema(s, key),
             (*path, f"f:{key}"),
             out,
         )
@@ -171,7 +166,7 @@ def _elements(
         if kind == "set":
             if isinstance(item, dict | list):
                 return None
-            elem = "v:" + json.dumps(item, sort_keys=True, separators=(",", ":"))
+            elem = fp.set_element(item)
         else:
             elem_or_none = fp.item_key(item, keys, defaults)
             if elem_or_none is None:

@@ -78,11 +78,18 @@ def list_kind(schema: dict[str, Any] | None) -> tuple[str, list[str]]:
     strategy = str(schema.get("x-kubernetes-patch-strategy", ""))
     if list_type == "map" and isinstance(keys, list) and keys:
         return "map", [str(k) for k in keys]
+    if list_type == "atomic":  # a list type given wins over the strategic-merge key
+        return "atomic", []
     if isinstance(merge_key, str):
         return "map", [merge_key]
     if list_type == "set" or (list_type is None and "merge" in strategy.split(",")):
         return "set", []
     return "atomic", []
+
+
+def set_element(value: Any) -> str:
+    """The ``v:`` element naming ``value`` in a set-like list."""
+    return "v:" + _dumps(value)
 
 
 def item_key(item: Any, keys: list[str], defaults: dict[str, Any] | None = None) -> str | None:
@@ -146,7 +153,7 @@ def _collect(value: Any, schema: dict[str, Any] | None, prefix: Path, out: Field
     if isinstance(value, list) and prefix:
         kind, keys = list_kind(resolved)
         if kind == "set" and all(not isinstance(v, dict | list) for v in value) and value:
-            out.update((*prefix, "v:" + _dumps(v)) for v in value)
+            out.update((*prefix, set_element(v)) for v in value)
             return
         if kind == "map" and value:
             defaults = (resolved or {}).get("x-mcr-key-defaults")

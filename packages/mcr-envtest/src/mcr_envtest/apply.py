@@ -286,9 +286,10 @@ def record_update(
     changed = {p for p in diff.added | diff.modified if _owned_by_writer(p, info, subresource)}
     me: EntryKey = (manager, operation or "Update", subresource or "")
     touched: dict[EntryKey, str] = {}
+    lost = changed | diff.removed  # by every other manager
     for key, (entry, paths) in list(sets.items()):
-        if key != me and paths & (changed | diff.removed):
-            sets[key] = (entry, paths - changed - diff.removed)
+        if key != me and paths & lost:
+            sets[key] = (entry, paths - lost)
     if changed or me in sets:
         entry, before = sets.get(me, ({}, set()))
         mine = (before - diff.removed) | changed
