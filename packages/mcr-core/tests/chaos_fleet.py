@@ -13,7 +13,8 @@ start and end on ``time.monotonic()`` (one clock for all processes of the host).
 reads the hub directly (never through a proxy) and samples who holds what.
 
 :func:`overlaps` is the check that matters: no two replicas' reconciles of one cluster (with
-``global_=True``: of anything) overlap in time.
+``global_=True``: of anything) overlap in time, as they ran (:func:`as_worked`: what a frozen
+replica could not have run is not counted against it).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from mcr.testing import import_script
 ChaosProxy = import_script(Path(__file__).with_name("chaos_proxy.py")).ChaosProxy
 
 WORKER = Path(__file__).with_name("sharding_worker.py")
+RUNNABLE = import_script(WORKER).RUNNABLE  # the "cluster" of the leader-only runnable's work
 LEASE = "coordination.k8s.io/v1/Lease"
 
 
@@ -358,30 +360,57 @@ class _LeaseWatch:
         return None
 
 
-def overlaps(
-    entries: list[dict[str, Any]],
-    frozen: dict[str, list[tuple[float, float]]] | None = None,
-    *,
-    global_: bool = False,
-) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Pairs of pieces of work by different replicas whose intervals overlap: on one cluster, or
-    (``global_``, leadership) on anything.
+def as_worked(
+    entries: list[dict[str, Any]], frozen: dict[str, list[tuple[float, float]]]
+) -> list[dict[str, Any]]:
+    """The logged pieces of work as they ran, given when each replica was frozen.
 
-    A frozen process does nothing while stopped. A reconcile that was in flight when its replica
-    was stopped and was *cancelled* after it continued never ran its code again: its interval ends
-    where the freeze began. A reconcile that completed after the freeze keeps its whole interval
-    (its code ran on after the process resumed).
+    A frozen process runs no code, and mcr checks a fenced piece's fence before each of its steps
+    (a piece begins after such a check and the worker takes one more after reading its end), so
+    only a *cancelled* piece can straddle a freeze, and only what ran before the stop counts:
+
+    - a piece in flight when its replica was stopped, cancelled after it resumed, ends where the
+      freeze began (after the resumption ran only the unwinding of its cancellation);
+    - a task's first piece after its replica resumed (the reconciles' worker's, the leader-only
+      runnable's), if cancelled, passed its check before the stop: the process stopped before
+      the piece's first clock reading, and the piece was cancelled at its first step once it
+      resumed. It did no work and is left out.
+
+    A completed piece keeps its interval: its fence held at a step after its end.
     """
-    frozen = frozen or {}
-    work: defaultdict[str, list[tuple[float, float, dict[str, Any]]]] = defaultdict(list)
+    left_out: set[int] = set()
+    for replica, freezes in frozen.items():
+        mine = sorted((e for e in entries if e["r"] == replica), key=lambda e: e["s"])
+        for _, continued in freezes:
+            for runnable in (False, True):
+                first = next(
+                    (e for e in mine if e["s"] >= continued and (e["c"] == RUNNABLE) is runnable), None
+                )
+                if first is not None and first.get("x"):
+                    left_out.add(id(first))
+    worked = []
     for e in entries:
+        if id(e) in left_out:
+            continue
         end = e["e"]
         if e.get("x"):
             for stopped, continued in frozen.get(e["r"], ()):
                 if e["s"] < stopped and end >= continued:
                     end = stopped
                     break
-        work["*" if global_ else e["c"]].append((e["s"], end, e))
+        worked.append({**e, "e": end})
+    return worked
+
+
+def overlaps(
+    entries: list[dict[str, Any]], *, global_: bool = False
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Pairs of pieces of work by different replicas whose intervals overlap: on one cluster, or
+    (``global_``, leadership) on anything. Give it the pieces :func:`as_worked` when replicas
+    were frozen."""
+    work: defaultdict[str, list[tuple[float, float, dict[str, Any]]]] = defaultdict(list)
+    for e in entries:
+        work["*" if global_ else e["c"]].append((e["s"], e["e"], e))
     found = []
     for items in work.values():
         items.sort(key=lambda item: item[0])

@@ -13,7 +13,10 @@ Options for the chaos tests (test_sharding_chaos.py, test_leader_chaos.py):
 - ``--chaos``: times are ``time.monotonic()`` (one clock for every process of the host); each
   reconcile takes :data:`WORK` seconds and asks to run again after :data:`PERIOD` (so every owned
   cluster is reconciled all the time, events or not); a reconcile that is cancelled is logged with
-  ``"x": 1`` and ``e`` the moment the cancellation reached it.
+  ``"x": 1`` and ``e`` the moment the cancellation reached it. A piece of work that completes
+  reads its end and then awaits once more before it counts as done, so the fence mcr checks at
+  each step of fenced work held at a step after its end (a process stopped between that check
+  and the clock reading cannot stretch a completed piece past its freeze).
 - ``--leader``: no sharding; leader election on the host instead (Lease ``chaos-leader``), the
   controller needing leadership, plus a leader-only runnable that logs a 20 ms piece of work every
   50 ms as cluster ``"<runnable>"``. Losing leadership ends the process with status 3.
@@ -99,10 +102,12 @@ async def main(host: str, fleet_dir: str, identity: str, log: TextIO, args: argp
             return None
         try:
             await asyncio.sleep(WORK)
+            end = clock()
+            await asyncio.sleep(0)  # a fenced step after the end (see --chaos above)
         except asyncio.CancelledError:
             record.write(req.cluster_name, start, clock(), cancelled=True)
             raise
-        record.write(req.cluster_name, start, clock())
+        record.write(req.cluster_name, start, end)
         return Result(requeue_after=PERIOD)
 
     controller_managed_by(mgr).named("sharded").for_("v1/ConfigMap").complete(reconcile)
@@ -114,10 +119,12 @@ async def main(host: str, fleet_dir: str, identity: str, log: TextIO, args: argp
                 start = clock()
                 try:
                     await asyncio.sleep(0.02)
+                    end = clock()
+                    await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     record.write(RUNNABLE, start, clock(), cancelled=True)
                     raise
-                record.write(RUNNABLE, start, clock())
+                record.write(RUNNABLE, start, end)
                 await asyncio.sleep(0.03)
 
         mgr.add(RunnableFunc(leader_work, need_leader_election=True, name="leader-work"))

@@ -80,9 +80,9 @@ async def settled(f: Any, *, since: float) -> None:
 
 
 def assert_exclusive(f: Any) -> list[dict[str, Any]]:
-    entries = f.entries()
+    entries = chaos.as_worked(f.entries(), f.frozen())
     assert entries, "nothing was reconciled"
-    both = chaos.overlaps(entries, f.frozen())
+    both = chaos.overlaps(entries)
     assert both == [], f"{len(both)} overlapping reconciles, e.g. {both[:3]}"
     stray = chaos.unfenced(entries, chaos.history(f.fence_samples()))
     why = f.explain(stray[0][0]) if stray else ""
