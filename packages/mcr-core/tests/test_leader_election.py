@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+from mcr.errors import ConflictError
 from mcr.manager import LeaderElectionLostError, LeaderElector
 from mcr.manager.leaderelection import format_micro_time
 from mcr.rest.config import load_config
@@ -128,9 +129,14 @@ async def test_lease_taken_by_another_holder_is_lost(apiserver: ServerThread) ->
         a = _elector(ta, "a")
         task_a = asyncio.create_task(a.run())
         await eventually(a.elected.is_set, timeout=5)
-        lease = (await writer.request("GET", LEASE)).json()
-        lease["spec"]["holderIdentity"] = "intruder"
-        lease["spec"]["renewTime"] = format_micro_time()
-        await writer.request("PUT", LEASE, body=orjson.dumps(lease), content_type="application/json")
+        while True:  # the holder renews meanwhile (every retry period): read it again on a conflict
+            lease = (await writer.request("GET", LEASE)).json()
+            lease["spec"]["holderIdentity"] = "intruder"
+            lease["spec"]["renewTime"] = format_micro_time()
+            try:
+                await writer.request("PUT", LEASE, body=orjson.dumps(lease), content_type="application/json")
+                break
+            except ConflictError:
+                continue
         with pytest.raises(LeaderElectionLostError, match="intruder"):
             await asyncio.wait_for(task_a, timeout=5)
