@@ -199,25 +199,38 @@ REAL_ONLY = pytest.mark.skipif(
 )
 
 
+REAL_DECODING_ONLY = pytest.mark.skipif(
+    not os.environ.get("KUBEBUILDER_ASSETS"),
+    reason="mcr-envtest does not decode quantities yet (bad text is stored, numbers stay numbers); "
+    "this checks the parser against the real server",
+)
+
+
 def quota(hard: dict[str, str]) -> dict[str, object]:
     return {"metadata": {"name": "q"}, "spec": {"hard": hard}}
 
 
+@pytest.fixture
+async def pod_ns(raw: Raw) -> AsyncIterator[str]:
+    async for name in workload_namespace(raw, "quantity"):
+        yield name
+
+
 @REAL_ONLY
-async def test_kube_apiserver_writes_the_canonical_text(raw: Raw) -> None:
+async def test_kube_apiserver_writes_the_canonical_text(raw: Raw, pod_ns: str) -> None:
     # An emptyDir's sizeLimit is a bare quantity: the server writes back its canonical text.
-    async for ns in workload_namespace(raw, "quantity"):
-        volumes = [{"name": f"v{i}", "emptyDir": {"sizeLimit": text}} for i, text in enumerate(CANONICAL)]
-        spec = {"containers": [{"name": "c", "image": "x"}], "volumes": volumes}
-        body = {"metadata": {"name": "p"}, "spec": spec}
-        status, answer = await raw.json("POST", f"/api/v1/namespaces/{ns}/pods", json=body)
-        assert status == 201, answer
-        served = {
-            text: v["emptyDir"]["sizeLimit"]
-            for text, v in zip(CANONICAL, answer["spec"]["volumes"], strict=True)
-        }
-        assert served == {text: str(Quantity.parse(text)) for text in CANONICAL}
-        assert served == CANONICAL
+    volumes = [{"name": f"v{i}", "emptyDir": {"sizeLimit": text}} for i, text in enumerate(CANONICAL)]
+    spec = {"containers": [{"name": "c", "image": "x"}], "volumes": volumes}
+    body = {"metadata": {"name": "p"}, "spec": spec}
+    status, answer = await raw.json("POST", f"/api/v1/namespaces/{pod_ns}/pods", json=body)
+    assert status == 201, answer
+    texts = {v["name"]: v["emptyDir"]["sizeLimit"] for v in volumes}
+    # The server adds the ServiceAccount token's volume after them.
+    served = {
+        texts[v["name"]]: v["emptyDir"]["sizeLimit"] for v in answer["spec"]["volumes"] if v["name"] in texts
+    }
+    assert served == {text: str(Quantity.parse(text)) for text in CANONICAL}
+    assert served == CANONICAL
 
 
 @REAL_ONLY
@@ -230,7 +243,7 @@ async def test_kube_apiserver_rounds_resource_lists_up_to_thousandths(raw: Raw, 
     assert served == {text: str(Quantity.parse(text).round_up(-3)) for text in CANONICAL}
 
 
-@REAL_ONLY
+@REAL_DECODING_ONLY
 async def test_kube_apiserver_reads_json_numbers_by_their_text(raw: Raw, ns: str) -> None:
     numbers = ["2", "1.5", "0.25", "1024", "1e3", "1E-3", "1.0"]
     hard = ", ".join(f'"requests.example.com/n{i}": {n}' for i, n in enumerate(numbers))
@@ -244,7 +257,7 @@ async def test_kube_apiserver_reads_json_numbers_by_their_text(raw: Raw, ns: str
     assert served[:4] == [str(Quantity.parse(orjson.loads(n))) for n in numbers[:4]]
 
 
-@REAL_ONLY
+@REAL_DECODING_ONLY
 async def test_kube_apiserver_refuses_bad_text_in_the_same_words(raw: Raw, ns: str) -> None:
     answers = {}
     for text in BAD:

@@ -5,12 +5,16 @@
 message otherwise. Values are exact decimals, rounded away from zero to a multiple of ``1n``;
 ``Ki``..``Ei`` values are capped at the largest int64, as the server caps them.
 
-``str(q)`` (also :meth:`Quantity.canonical`) is the text the server writes back: the text as
-given when the server keeps it (``100M``, ``1Ki``, ``1e3``), otherwise the largest suffix of the
-quantity's format (decimal SI, binary SI, or decimal exponent, after the suffix it was written
-with) that leaves an integer mantissa; binary SI values under ``1Ki`` or with a fraction are
-written in decimal SI. Quantities are immutable, hashable and ordered by value (``1000m ==
-1``); a sum takes the format of its first non-zero term.
+``str(q)`` (also :meth:`Quantity.canonical`) is the text the server writes back for a bare
+quantity: the text as given when the server keeps it (``100M``, ``1Ki``, ``1e3``), otherwise the
+largest suffix of the quantity's format (decimal SI, binary SI, or decimal exponent, after the
+suffix it was written with) that leaves an integer mantissa; binary SI values under ``1Ki`` or
+with a fraction are written in decimal SI. The server first rounds each value of a v1 resource
+list up to thousandths: :meth:`Quantity.round_up` with ``-3``.
+
+Quantities are immutable, hashable and ordered by value (``1000m == 1``); a sum is exact and
+takes the format of its first non-zero term. :meth:`Quantity.value` and
+:meth:`Quantity.milli_value` round away from zero and saturate at the int64 bounds.
 """
 
 from __future__ import annotations
@@ -53,8 +57,7 @@ def _suffix(suffix: str) -> tuple[int, int, Format]:
 
 def _scan(s: str) -> tuple[bool, str, str, str, bool]:
     """(negative, integer digits without leading zeros, fraction digits, suffix, any digit seen)."""
-    n, pos, negative = len(s), 0, s[0] == "-"
-    pos = 1 if s[0] in "+-" else 0
+    n, pos, negative = len(s), 1 if s[0] in "+-" else 0, s[0] == "-"
     start = pos
     while pos < n and s[pos] == "0":
         pos += 1
@@ -138,14 +141,14 @@ class Quantity:
         negative, num, denom, suffix, seen = _scan(s)
         base, exponent, fmt = _suffix(suffix)
         sign = -1 if negative else 1
-        shifted = int(num + denom)
         # Values the server holds in an int64 keep their text when it is already canonical.
         if fmt == "BinarySI":
             precision = 15 - len(num) - exponent * 3 // 10 - 1 if not denom else -1
             scale, factor = 0, 1 << exponent
         else:
             precision, scale, factor = 18 - len(num) - len(denom), exponent - len(denom), 1
-        if precision >= 0 and scale >= _NANO and shifted * factor <= _INT64_MAX:
+        if precision >= 0 and scale >= _NANO and int(num + denom) * factor <= _INT64_MAX:
+            shifted = int(num + denom)
             if fmt == "BinarySI":
                 kept = shifted & 7 != 0
             else:
@@ -153,10 +156,13 @@ class Quantity:
             return cls(sign * shifted * factor, scale, fmt, s if kept else None)
         if not seen:
             raise ValueError(NUMERIC_ERROR)
-        if base == 2:
-            magnitude, exp = shifted << exponent, -len(denom)
+        given = (num + denom).lstrip("0")
+        significant = given.rstrip("0")
+        exp = (0 if base == 2 else exponent) - len(denom) + len(given) - len(significant)
+        if base == 2 and len(given) - len(denom) > 19:  # at least 10**19: over the cap
+            magnitude, exp = _INT64_MAX, 0
         else:
-            magnitude, exp = shifted, exponent - len(denom)
+            magnitude = int(significant or "0") << (exponent if base == 2 else 0)
         if exp < _NANO and magnitude:  # round up to 1n steps
             drop = _NANO - exp
             if drop > _ndigits(magnitude):
@@ -164,9 +170,9 @@ class Quantity:
             else:
                 whole, rest = divmod(magnitude, _pow10(drop))
                 magnitude, exp = whole + (1 if rest else 0), _NANO
-        if fmt == "BinarySI" and magnitude > _INT64_MAX * _pow10(-exp):  # a binary value has exp <= 0
+        if fmt == "BinarySI" and Quantity(magnitude, exp) > _MAX:
             magnitude, exp = _INT64_MAX, 0
-        if fmt == "BinarySI" and 0 < magnitude < _pow10(-exp):
+        if fmt == "BinarySI" and magnitude > 0 and exp < 0 and magnitude < _pow10(-exp):
             fmt = "DecimalSI"
         return cls(sign * magnitude, exp, fmt)
 
@@ -271,3 +277,6 @@ class Quantity:
 
     def __ge__(self, other: Quantity) -> bool:
         return self._cmp(other) >= 0
+
+
+_MAX = Quantity(_INT64_MAX, 0)
