@@ -103,6 +103,8 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/d"}}
     },
     ("", "resourcequotas"): {"spec": {"hard": {"pods": "10", "requests.cpu": "2"}}},
+    # Bounds only claims (which request storage anyway): the namespace's pods stay as they are.
+    ("", "limitranges"): {"spec": {"limits": [{"type": "PersistentVolumeClaim", "max": {"storage": "1Ti"}}]}},
     ("", "replicationcontrollers"): {
         "spec": {"replicas": 0, "selector": {"app": "web"}, "template": TEMPLATE}
     },
@@ -192,6 +194,13 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         }
     },
     ("networking.k8s.io", "ingressclasses"): {"spec": {"controller": "example.com/ingress"}},
+    ("networking.k8s.io", "networkpolicies"): {
+        "spec": {
+            "podSelector": SELECTOR,
+            "ingress": [{"ports": [{"protocol": "TCP", "port": 80}]}],
+            "policyTypes": ["Ingress"],
+        }
+    },
     ("policy", "poddisruptionbudgets"): {"spec": {"maxUnavailable": "25%", "selector": SELECTOR}},
     ("rbac.authorization.k8s.io", "clusterrolebindings"): {
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},

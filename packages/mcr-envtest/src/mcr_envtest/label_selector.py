@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Requirement", "SelectorError", "parse"]
+__all__ = ["Requirement", "SelectorError", "key_problems", "parse", "value_problems"]
 
 _SYMBOLS = frozenset("=!(),<>")
 _OPERATORS = {"!": "!", "!=": "!=", "(": "(", ")": ")", ",": ",", "<": "<", "=": "=", "==": "==", ">": ">"}
@@ -190,7 +190,8 @@ class _Parser:
         return values
 
 
-def _key_errors(key: str, field: str) -> str | None:
+def key_problems(key: str) -> list[str]:
+    """What makes ``key`` no label key (a qualified name), in kube-apiserver's words (none: valid)."""
     prefix, slash, name = key.rpartition("/")
     bad: list[str] = []
     if slash and not prefix:
@@ -206,6 +207,19 @@ def _key_errors(key: str, field: str) -> str | None:
         bad.append("name part must be no more than 63 characters")
     if not _RE_QUALIFIED.fullmatch(name):
         bad.append(_NAME_MSG)
+    return bad
+
+
+def value_problems(value: str) -> list[str]:
+    """What makes ``value`` no label value, in kube-apiserver's words (none: valid)."""
+    bad = ["must be no more than 63 characters"] if len(value) > 63 else []
+    if not _RE_VALUE.fullmatch(value):
+        bad.append(_VALUE_MSG)
+    return bad
+
+
+def _key_errors(key: str, field: str) -> str | None:
+    bad = key_problems(key)
     if not bad:
         return None
     return f'{field or "<nil>"}: Invalid value: "{key}": ' + "; ".join(bad)
@@ -227,9 +241,7 @@ def _checked(key: str, op: str, values: list[str]) -> Requirement:
                     "for 'Gt', 'Lt' operators, the value must be an integer"
                 )
     for i, value in enumerate(values):
-        bad = [m for m, fails in (("must be no more than 63 characters", len(value) > 63),) if fails]
-        if not _RE_VALUE.fullmatch(value):
-            bad.append(_VALUE_MSG)
+        bad = value_problems(value)
         if bad:
             problems.append(f'values[{i}][{key}]: Invalid value: "{value}": ' + "; ".join(bad))
     if len(problems) == 1:

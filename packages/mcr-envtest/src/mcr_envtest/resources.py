@@ -137,6 +137,7 @@ BUILTINS: tuple[ResourceInfo, ...] = (
     _b("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=STATUS),
     _b("", "v1", "PersistentVolume", "persistentvolumes", namespaced=False, short=("pv",), sub=STATUS),
     _b("", "v1", "ResourceQuota", "resourcequotas", short=("quota",), sub=STATUS),
+    _b("", "v1", "LimitRange", "limitranges", short=("limits",)),
     _b(
         "",
         "v1",
@@ -191,6 +192,7 @@ BUILTINS: tuple[ResourceInfo, ...] = (
     _b("batch", "v1", "CronJob", "cronjobs", short=("cj",), categories=ALL, sub=STATUS),
     _b("networking.k8s.io", "v1", "Ingress", "ingresses", short=("ing",), sub=STATUS),
     _b("networking.k8s.io", "v1", "IngressClass", "ingressclasses", namespaced=False),
+    _b("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", short=("netpol",)),
     _b("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short=("pdb",), sub=STATUS),
     _b("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
     _b("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False),
@@ -241,6 +243,7 @@ GENERATION_TRACKED: frozenset[tuple[str, str]] = frozenset(
         ("batch", "cronjobs"),
         ("networking.k8s.io", "ingresses"),
         ("networking.k8s.io", "ingressclasses"),
+        ("networking.k8s.io", "networkpolicies"),
         ("policy", "poddisruptionbudgets"),
         ("autoscaling", "horizontalpodautoscalers"),
         ("apiregistration.k8s.io", "apiservices"),

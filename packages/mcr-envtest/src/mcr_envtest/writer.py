@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import apply as applymod
-from . import defaults, errors, storage_protection, validation
+from . import defaults, errors, limit_rules, storage_protection, validation
 from .resources import GENERATION_TRACKED, Registry, ResourceInfo, crd_resource_infos
 from .store import Store
 from .version_conversion import converter_for
@@ -37,6 +37,8 @@ IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease
 GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 NS = ("", "namespaces")
+POD = ("", "pods")
+PVC = ("", "persistentvolumeclaims")
 CRD_GR = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
@@ -162,6 +164,7 @@ class Writer:
         if obj.get("spec", {}) is None:
             obj.pop("spec")
         name = meta.get("name") or ""
+        asked = name or str(meta.get("generateName") or "")  # what admission errors name
         if not name:
             gen = meta.get("generateName") or ""
             if not gen:
@@ -218,7 +221,10 @@ class Writer:
             )
         defaults.allocate(info, obj, None)  # allocations and admission: owned by no manager
         storage_protection.admit(info.group_resource, obj)  # admission: owned by no manager
+        if info.group_resource == POD:
+            limit_rules.default_pod(obj, self._limit_ranges(namespace))  # LimitRanger: no manager
         self._validate(info, obj, None)
+        self._limit(info, obj, namespace, asked)
         self._check_crd(info, obj)
         if dry_run:
             return obj
@@ -228,6 +234,18 @@ class Writer:
         if info.group_resource == NS:
             self._ensure_default_sa(name)
         return obj
+
+    def _limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
+        ranges = self.store.list_objects("", "limitranges", namespace)
+        return sorted(ranges, key=lambda r: str((r.get("metadata") or {}).get("name", "")))
+
+    def _limit(self, info: ResourceInfo, obj: dict[str, Any], namespace: str, name: str) -> None:
+        """LimitRanger's validation of a Pod's or claim's resources (403 Forbidden)."""
+        if info.group_resource not in (POD, PVC):
+            return
+        why = limit_rules.violation(info.plural, obj, self._limit_ranges(namespace))
+        if why is not None:
+            raise errors.forbidden(f'{info.plural} "{name}" is forbidden: {why}', info, name)
 
     def _request_basis(self, info: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any] | None:
         """What managedFields record for a custom resource written through a version other than
@@ -388,6 +406,12 @@ class Writer:
                 basis=basis,
             )
         self._validate(info, new, old)
+        if (
+            info.group_resource == PVC
+            and not subresource
+            and not (old.get("metadata") or {}).get("deletionTimestamp")
+        ):
+            self._limit(info, new, namespace, name)
         self._check_crd(info, new)
         if dry_run:
             return new

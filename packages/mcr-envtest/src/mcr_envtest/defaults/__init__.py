@@ -315,6 +315,34 @@ def _ingress(obj: Obj, old: Obj) -> None:
     _status(obj, old).setdefault("loadBalancer", {})  # (networking.k8s.io/v1 requires pathType)
 
 
+def _network_policy(obj: Obj, old: Obj) -> None:
+    spec = _spec(obj)
+    spec.setdefault("podSelector", {})  # a struct, never a pointer: always there
+    for direction in ("ingress", "egress"):
+        for rule in spec.get(direction) or []:
+            for port in (rule.get("ports") or []) if isinstance(rule, dict) else []:
+                if isinstance(port, dict) and port.get("protocol") is None:
+                    port["protocol"] = "TCP"
+    if not spec.get("policyTypes"):  # Ingress always, Egress when there are egress rules
+        spec["policyTypes"] = ["Ingress", "Egress"] if spec.get("egress") else ["Ingress"]
+
+
+def _limit_range(obj: Obj, old: Obj) -> None:
+    """A Container item's default limits come from its max, its default requests from its default
+    limits, then from its min (each only where unset)."""
+    for item in _spec(obj).get("limits") or []:
+        if not isinstance(item, dict) or item.get("type") != "Container":
+            continue
+        default = dict(item.get("default") or {})
+        request = dict(item.get("defaultRequest") or {})
+        for source, target in ((item.get("max"), default), (default, request), (item.get("min"), request)):
+            for key, value in (source or {}).items():
+                target.setdefault(key, value)
+        for key, values in (("default", default), ("defaultRequest", request)):
+            if values:
+                item[key] = values
+
+
 def _priority_class(obj: Obj, old: Obj) -> None:
     obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
@@ -414,6 +442,7 @@ _BUILTIN: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
     ("", "secrets"): _secret,
     ("", "persistentvolumes"): _persistent_volume,
     ("", "persistentvolumeclaims"): _persistent_volume_claim,
+    ("", "limitranges"): _limit_range,
     ("", "replicationcontrollers"): _rc,
     ("", "endpoints"): wl.default_endpoints,
     ("", "nodes"): lambda obj, old: wl.default_node(obj),
@@ -426,6 +455,7 @@ _BUILTIN: dict[tuple[str, str], Callable[[Obj, Obj], None]] = {
     ("batch", "jobs"): _job,
     ("batch", "cronjobs"): _cronjob,
     ("networking.k8s.io", "ingresses"): _ingress,
+    ("networking.k8s.io", "networkpolicies"): _network_policy,
     ("scheduling.k8s.io", "priorityclasses"): _priority_class,
     ("autoscaling", "horizontalpodautoscalers"): _hpa,
     ("discovery.k8s.io", "endpointslices"): _endpoint_slice,
