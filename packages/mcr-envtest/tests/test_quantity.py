@@ -113,7 +113,7 @@ def test_json_numbers_read_as_their_decimal_text() -> None:
     with pytest.raises(ValueError, match="regular expression"):
         Quantity.parse(True)
     with pytest.raises(TypeError, match="not NoneType"):
-        Quantity.parse(None)  # type: ignore[arg-type]
+        Quantity.parse(None)  # type: ignore[arg-type]  # deliberately wrong: the test checks the error
 
 
 def test_negative_values_round_away_from_zero() -> None:
@@ -247,7 +247,7 @@ async def test_kube_apiserver_rounds_resource_lists_up_to_thousandths(raw: Raw, 
 async def test_kube_apiserver_reads_json_numbers_by_their_text(raw: Raw, ns: str) -> None:
     numbers = ["2", "1.5", "0.25", "1024", "1e3", "1E-3", "1.0"]
     hard = ", ".join(f'"requests.example.com/n{i}": {n}' for i, n in enumerate(numbers))
-    data = '{"metadata": {"name": "n"}, "spec": {"hard": {%s}}}' % hard  # noqa: UP031
+    data = '{"metadata": {"name": "n"}, "spec": {"hard": {' + hard + "}}}"  # the numbers as JSON text
     path = f"/api/v1/namespaces/{ns}/resourcequotas"
     status, body = await raw.json("POST", path, data=data, headers={"Content-Type": "application/json"})
     assert status == 201, body
