@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import apply as applymod
-from . import defaults, errors, limit_rules, storage_protection, validation
+from . import defaults, errors, limit_rules, quantity_fields, storage_protection, validation
 from .resources import GENERATION_TRACKED, Registry, ResourceInfo, crd_resource_infos
 from .store import Store
 from .version_conversion import converter_for
@@ -109,8 +109,13 @@ class Writer:
             )
 
     def _check_decode(self, info: ResourceInfo, obj: dict[str, Any]) -> None:
-        """A built-in object kube-apiserver could not decode into its Go type is a 400."""
-        found = None if info.is_custom else decode_error(info.group, info.kind, obj)
+        """A built-in object kube-apiserver could not decode into its Go type is a 400; its
+        quantities are written as the decoding leaves them."""
+        found = None
+        if not info.is_custom:
+            found = decode_error(info.group, info.kind, obj) or quantity_fields.canonicalise(
+                info.api_version, info.kind, obj
+            )
         if found:
             raise errors.bad_request(
                 f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: {found}'

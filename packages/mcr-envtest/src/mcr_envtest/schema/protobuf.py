@@ -26,7 +26,7 @@ import json
 import struct
 from typing import Any
 
-__all__ = ["PROTOBUF", "decode_protobuf", "supported"]
+__all__ = ["PROTOBUF", "decode_protobuf", "message_fields", "message_of", "supported"]
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MAGIC = b"k8s\x00"
@@ -46,6 +46,20 @@ def _table() -> dict[str, Any]:
     # index each message's fields by number once
     table["index"] = {name: {f[0]: f for f in msg["f"]} for name, msg in table["messages"].items()}
     return table
+
+
+def message_of(api_version: str, kind: str) -> str | None:
+    """The name of the message of ``api_version``/``kind`` in the table, or None."""
+    package = _table()["groups"].get(api_version)
+    return f"{package}.{kind}" if package is not None else None
+
+
+def message_fields(name: str) -> list[list[Any]] | None:
+    """A message's fields as the table holds them: ``[number, JSON name, type, traits]`` (type
+    ``map:K:V`` for maps; traits ``r`` repeated, ``i`` inlined, ``o`` omitempty, ``p`` pointer);
+    None for a message the table does not hold."""
+    msg = _table()["messages"].get(name)
+    return None if msg is None else list(msg["f"])
 
 
 def supported(api_version: str, kind: str) -> bool:
