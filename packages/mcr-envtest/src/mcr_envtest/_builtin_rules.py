@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from .builtin_validation import RULES as _SPEC_RULES
 from .builtin_validation import pod_spec_causes
+from .limit_rules import RULES as _LIMIT_RULES
 from .object_rules import RULES as _OBJECT_RULES
 from .object_rules import secret_type_causes
+from .policy_rules import RULES as _POLICY_RULES
 
 if TYPE_CHECKING:
     from .resources import ResourceInfo
@@ -180,6 +182,8 @@ _RULES: dict[tuple[str, str], Rule] = {
     ("", "replicationcontrollers"): _pod_rule(*_TEMPLATE),
     **_SPEC_RULES,
     **_OBJECT_RULES,
+    **_POLICY_RULES,
+    **_LIMIT_RULES,
 }
 
 

@@ -17,7 +17,7 @@ from .label_selector import key_problems
 from .object_rules import field_cause, go_quoted
 from .quantity import Quantity
 
-__all__ = ["ANNOTATION", "RULES", "default_pod", "replaces", "violation"]
+__all__ = ["ANNOTATION", "KIND", "RULES", "default_pod", "replaces", "violation"]
 
 Obj = dict[str, Any]
 Cause = dict[str, Any]
@@ -175,16 +175,16 @@ def _limit_range(obj: Obj, old: Obj | None) -> list[Cause]:
     return out
 
 
-RULES: dict[tuple[str, str], Rule] = {("", "limitranges"): _limit_range}
+KIND = ("", "limitranges")
+RULES: dict[tuple[str, str], Rule] = {KIND: _limit_range}
 
 
-def replaces(group_resource: tuple[str, str], cause: Cause) -> bool:
-    """Whether ``cause``, found by the schema, is one this module words differently (an item's
-    missing type, which upstream reports as an invalid name)."""
+def replaces(cause: Cause) -> bool:
+    """Whether ``cause``, found in a LimitRange by its schema, is one this module words
+    differently (an item's missing type, which upstream reports as an invalid name)."""
     field = str(cause.get("field", ""))
     return (
-        group_resource == ("", "limitranges")
-        and cause.get("reason") == "FieldValueRequired"
+        cause.get("reason") == "FieldValueRequired"
         and field.startswith("spec.limits[")
         and field.endswith("].type")
     )

@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 
-from . import _builtin_rules, crd_structural, limit_rules, object_rules, policy_rules, webhook_rules
+from . import _builtin_rules, crd_structural, limit_rules, object_rules, webhook_rules
 from .cel import rules as cel_rules
 from .schema import builtin
 from .schema.structural import apply_defaults, crd_version_schema, prune_unknown
@@ -261,16 +261,9 @@ def validate_object(
         causes.extend(cel_rules.crd_causes(obj))
     if info.group_resource in webhook_rules.KINDS:  # upstream's words for the webhooks' fields
         causes = [c for c in causes if not webhook_rules.replaces(c)] + webhook_rules.causes(obj)
+    if info.crd is None and info.group_resource == limit_rules.KIND:  # upstream's words for a missing type
+        causes = [c for c in causes if not limit_rules.replaces(c)]
     causes.extend(_builtin_rules.causes(info, obj, old))
-    if info.crd is None and info.group_resource == ("", "limitranges"):
-        causes = [c for c in causes if not limit_rules.replaces(info.group_resource, c)]
-    policy = (
-        (policy_rules.RULES.get(info.group_resource) or limit_rules.RULES.get(info.group_resource))
-        if info.crd is None
-        else None
-    )
-    if policy is not None:
-        causes.extend(policy(obj, old))
     if info.group_resource == ("networking.k8s.io", "ingresses"):
         for c in causes:  # upstream says why
             if c.get("field", "").endswith(".pathType") and c.get("message") == "Required value":

@@ -226,10 +226,11 @@ class Writer:
             )
         defaults.allocate(info, obj, None)  # allocations and admission: owned by no manager
         storage_protection.admit(info.group_resource, obj)  # admission: owned by no manager
+        ranges = self._limit_ranges(info, namespace)
         if info.group_resource == POD:
-            limit_rules.default_pod(obj, self._limit_ranges(namespace))  # LimitRanger: no manager
+            limit_rules.default_pod(obj, ranges)  # LimitRanger's defaults: owned by no manager
         self._validate(info, obj, None)
-        self._limit(info, obj, namespace, asked)
+        self._limit(info, obj, ranges, asked)
         self._check_crd(info, obj)
         if dry_run:
             return obj
@@ -240,15 +241,21 @@ class Writer:
             self._ensure_default_sa(name)
         return obj
 
-    def _limit_ranges(self, namespace: str) -> list[dict[str, Any]]:
+    def _limit_ranges(self, info: ResourceInfo, namespace: str) -> list[dict[str, Any]]:
+        """The LimitRanges that bound a write of ``info`` in ``namespace``, by name (none but
+        for Pods and claims)."""
+        if info.group_resource not in (POD, PVC):
+            return []
         ranges = self.store.list_objects("", "limitranges", namespace)
         return sorted(ranges, key=lambda r: str((r.get("metadata") or {}).get("name", "")))
 
-    def _limit(self, info: ResourceInfo, obj: dict[str, Any], namespace: str, name: str) -> None:
+    def _limit(
+        self, info: ResourceInfo, obj: dict[str, Any], ranges: list[dict[str, Any]], name: str
+    ) -> None:
         """LimitRanger's validation of a Pod's or claim's resources (403 Forbidden)."""
-        if info.group_resource not in (POD, PVC):
+        if not ranges:
             return
-        why = limit_rules.violation(info.plural, obj, self._limit_ranges(namespace))
+        why = limit_rules.violation(info.plural, obj, ranges)
         if why is not None:
             raise errors.forbidden(f'{info.plural} "{name}" is forbidden: {why}', info, name)
 
@@ -416,7 +423,7 @@ class Writer:
             and not subresource
             and not (old.get("metadata") or {}).get("deletionTimestamp")
         ):
-            self._limit(info, new, namespace, name)
+            self._limit(info, new, self._limit_ranges(info, namespace), name)
         self._check_crd(info, new)
         if dry_run:
             return new
